@@ -1,0 +1,219 @@
+"""Mask artifacts: `pruning_config.json` + `masks.safetensors` + a README model card. Kilobytes, never weights.
+
+Every file is written to a temp file and renamed, so a failed save never damages an artifact already on disk.
+Loading checks that the artifact was made for a model with the same type, layer and head counts and `head_dim`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .config import CONFIG_NAME, PruningConfig
+from .errors import ArtifactError, MaskShapeError
+from .io_utils import atomic_write, atomic_write_text
+
+if TYPE_CHECKING:
+    from .model import PrunableModel
+
+MASKS_NAME = "masks.safetensors"
+CARD_NAME = "README.md"
+FORMAT = "hf_heuristic_core.masks"
+FORMAT_VERSION = "1"
+
+
+@dataclass
+class MaskArtifact:
+    """An artifact read without any model: enough for the multi-seed analyses."""
+
+    config: PruningConfig
+    heads: torch.Tensor
+    mlps: torch.Tensor
+    tensors: dict[str, torch.Tensor]
+    metadata: dict[str, str]
+
+
+def save_artifact(model: "PrunableModel", save_directory: str | os.PathLike, sparsity: float | None = None,
+                  extra_metadata: dict[str, Any] | None = None) -> Path:
+    """Write the artifact of `model` into `save_directory` (created if needed)."""
+    directory = Path(save_directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    masks = model.get_masks(binary=True, sparsity=sparsity)
+    tensors = model.mask_state_dict()
+    tensors["mask.heads"] = masks["heads"].float().contiguous()
+    tensors["mask.mlps"] = masks["mlps"].float().contiguous()
+    report = model.sparsity_report(masks)
+    metadata = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "sparsity": repr(report["sparsity"]), "sparsity_params": repr(report["sparsity_params"]),
+        "means": json.dumps(model.means_info, default=str),
+        **{k: json.dumps(v, default=str) for k, v in (extra_metadata or {}).items()},
+    }
+    atomic_write(directory / MASKS_NAME, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    model.pruning_config.save_pretrained(directory)
+    atomic_write_text(directory / CARD_NAME, model_card_text(model, report))
+    return directory
+
+
+def model_card_text(model: "PrunableModel", report: dict[str, Any]) -> str:
+    """A short Hub model card: what the masks belong to and how much they keep."""
+    config = model.pruning_config
+    base = config.base_model_name_or_path or "unknown"
+    lines = [
+        "---", "library_name: hf_heuristic_core", "tags:", "- pruning", "- attention-heads", "- heuristic-core",
+        *([f"base_model: {base}"] if base != "unknown" and not os.path.isabs(base) else []), "---", "",
+        f"# Pruning masks for `{base}`", "",
+        "Structured pruning masks (attention heads and MLP blocks) made with hf_heuristic_core. This repository holds "
+        "masks only, not model weights.", "",
+        "| field | value |", "|---|---|",
+        f"| base model | `{base}` (revision `{config.base_model_revision or 'unknown'}`) |",
+        f"| model type | {config.model_type} ({config.num_layers} layers x {config.num_heads} heads) |",
+        f"| units kept | {report['units_kept']} of {report['units_total']} |",
+        f"| heads kept | {report.get('heads_kept', '-')} of {report.get('heads_total', '-')} |",
+        f"| MLP blocks kept | {report.get('mlps_kept', '-')} of {report.get('mlps_total', '-')} |",
+        f"| sparsity (units) | {report['sparsity']:.4f} |",
+        f"| sparsity (parameters) | {report['sparsity_params']:.4f} |",
+        f"| ablation | {config.ablation} |",
+        f"| mean activations | {'included' if model.has_means else 'not included'}"
+        f"{' (' + str(model.means_info.get('token_count')) + ' tokens)' if model.has_means else ''} |",
+        "", "## Use", "", "```python", "from hf_heuristic_core import PrunableModel", "",
+        f"model = PrunableModel.from_pretrained(\"{base}\", masks=\"<this repo or folder>\")", "model.eval()", "```", "",
+    ]
+    return "\n".join(lines)
+
+
+def resolve_artifact_dir(dir_or_repo_id: str | os.PathLike, must_exist: bool = True,
+                         revision: str | None = None, token: str | None = None,
+                         cache_dir: str | None = None) -> Path | None:
+    """A local folder holding `pruning_config.json`, downloading from the Hub when given a repo id.
+
+    With `must_exist=False`, returns None when the location is not a mask artifact (e.g. it is a model).
+    """
+    path = Path(dir_or_repo_id)
+    if path.exists():
+        if (path / CONFIG_NAME).is_file():
+            return path
+        if not must_exist:
+            return None
+        raise ArtifactError(f"{path} has no {CONFIG_NAME}, so it is not a hf_heuristic_core mask artifact. Save one "
+                            "with PrunableModel.save_pretrained(dir).")
+    repo_id = str(dir_or_repo_id)
+    if _looks_like_local_path(repo_id):
+        if not must_exist:
+            return None
+        raise ArtifactError(f"No mask artifact at {repo_id}: the folder does not exist.")
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+    try:
+        config_path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision, token=token, cache_dir=cache_dir)
+    except EntryNotFoundError as err:
+        if not must_exist:
+            return None
+        raise ArtifactError(f"The Hub repo '{repo_id}' has no {CONFIG_NAME}, so it holds no hf_heuristic_core masks. "
+                            "Check the repo id, or push masks with PrunableModel.push_to_hub(repo_id).") from err
+    except RepositoryNotFoundError as err:
+        if not must_exist:
+            return None
+        raise ArtifactError(f"No Hub repo '{repo_id}' (or no access to it), and no local folder of that name.") from err
+    except Exception as err:  # offline, network errors: a model id that is not an artifact must still load
+        if not must_exist:
+            return None
+        raise ArtifactError(f"Could not fetch {CONFIG_NAME} of '{repo_id}' from the Hub ({err}).") from err
+    hf_hub_download(repo_id, MASKS_NAME, revision=revision, token=token, cache_dir=cache_dir)
+    return Path(config_path).parent
+
+
+def _looks_like_local_path(name: str) -> bool:
+    """Hub repo ids are `name` or `owner/name`; anything else can only be a local path."""
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", name) is None
+
+
+def read_artifact(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> MaskArtifact:
+    """Read an artifact's config, binary masks and tensors without loading any model."""
+    directory = resolve_artifact_dir(dir_or_repo_id, **hub_kwargs)
+    try:
+        config = PruningConfig.from_pretrained(directory)
+    except (ValueError, TypeError) as err:
+        raise ArtifactError(f"{directory / CONFIG_NAME} is corrupt or was not written by hf_heuristic_core ({err}). "
+                            "Re-save the artifact.") from err
+    masks_path = directory / MASKS_NAME
+    if not masks_path.is_file():
+        raise ArtifactError(f"{masks_path} is missing: the artifact is partial. Re-save it with save_pretrained().")
+    try:
+        tensors = load_file(str(masks_path))
+        from safetensors import safe_open
+        with safe_open(str(masks_path), framework="pt") as handle:
+            metadata = dict(handle.metadata() or {})
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ArtifactError(f"{masks_path} is corrupt or partial ({err}). Re-save the artifact.") from err
+    if metadata.get("format") != FORMAT or "mask.heads" not in tensors or "mask.mlps" not in tensors:
+        raise ArtifactError(f"{masks_path} is not a hf_heuristic_core mask file (missing format tag or masks).")
+    for name, tensor in tensors.items():
+        if not torch.isfinite(tensor).all():
+            raise ArtifactError(f"{masks_path}: '{name}' contains NaN or inf values (a diverged pruning run?). "
+                                "Re-run pruning or load another artifact.")
+    return MaskArtifact(config, tensors["mask.heads"], tensors["mask.mlps"], tensors, metadata)
+
+
+def check_compatible(model: "PrunableModel", config: PruningConfig, source: str) -> None:
+    """Refuse an artifact made for a model of another type or shape."""
+    arch = model.architecture
+    expected = {"model_type": arch.model_type, "num_layers": arch.num_layers, "num_heads": arch.num_heads,
+                "head_dim": arch.head_dim}
+    mismatches = [f"{key}: artifact {getattr(config, key)!r} vs model {value!r}" for key, value in expected.items()
+                  if getattr(config, key) is not None and getattr(config, key) != value]
+    if mismatches:
+        raise ArtifactError(f"The masks at {source} were made for another model ({'; '.join(mismatches)}; artifact "
+                            f"base model: {config.base_model_name_or_path}). Load them into a matching model.")
+
+
+def load_artifact_into(model: "PrunableModel", dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> None:
+    artifact = read_artifact(dir_or_repo_id, **hub_kwargs)
+    check_compatible(model, artifact.config, str(dir_or_repo_id))
+    try:
+        model.load_mask_state_dict(artifact.tensors)
+    except MaskShapeError as err:
+        raise ArtifactError(f"The masks at {dir_or_repo_id} do not fit this model: {err}") from err
+    means_info = artifact.metadata.get("means")
+    if means_info:
+        model.means_info = json.loads(means_info)
+    saved = artifact.config
+    for key in ("ablation", "binarization", "binarization_scope", "threshold", "eval_mask"):
+        setattr(model.pruning_config, key, getattr(saved, key))
+
+
+def push_artifact_to_hub(model: "PrunableModel", repo_id: str, private: bool | None = None, token: str | None = None,
+                         commit_message: str = "Upload pruning masks", revision: str | None = None, **save_kwargs: Any):
+    """Save into a temp folder and upload it as one commit; returns huggingface_hub's `CommitInfo`."""
+    from huggingface_hub import HfApi
+    api = HfApi(token=token)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    with tempfile.TemporaryDirectory() as folder:
+        save_artifact(model, folder, **save_kwargs)
+        return api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=commit_message,
+                                 revision=revision)
+
+
+def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, **hf_kwargs: Any):
+    """Load a Transformers model with the class its config names (e.g. `BertForSequenceClassification`)."""
+    import transformers
+    if model_class is None:
+        config = transformers.AutoConfig.from_pretrained(name_or_path, **_config_kwargs(hf_kwargs))
+        names = getattr(config, "architectures", None) or []
+        model_class = next((getattr(transformers, n) for n in names if hasattr(transformers, n)),
+                           transformers.AutoModel)
+    return model_class.from_pretrained(name_or_path, **hf_kwargs)
+
+
+def _config_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in hf_kwargs.items()
+            if k in ("revision", "token", "cache_dir", "trust_remote_code", "gguf_file", "local_files_only")}

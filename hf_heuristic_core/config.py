@@ -1,0 +1,135 @@
+"""`PruningConfig`: which units are masked, how they are ablated, and the hard-concrete constants.
+
+The defaults reproduce the recipe of *The Heuristic Core* (appendix B, checked against its released code):
+one mask per attention head and per whole MLP block, mean ablation, hard-concrete masks with
+l = -0.1, r = 1.1, beta = 2/3, eps = 1e-6 and `log_alpha` initialized from N(10, 0.01).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .io_utils import atomic_write_text
+
+CONFIG_NAME = "pruning_config.json"
+
+ABLATION_MODES = ("mean", "zero", "resample")
+BINARIZATION_RULES = ("topk", "threshold")
+BINARIZATION_SCOPES = ("global", "per_layer")
+EVAL_MASKS = ("binary", "soft")
+
+
+@dataclass
+class PruningConfig:
+    """Settings of a pruning run; serialized next to the masks so an artifact explains itself.
+
+    Architecture overrides (`layers_path`, `attention_output`, `mlp_output`, `num_heads`) are only needed for
+    models the built-in map and the suffix detection do not cover; paths are relative to `model.base_model`
+    (`layers_path`) and to one layer (`attention_output`, `mlp_output`).
+    """
+
+    prune_heads: bool = True
+    prune_mlps: bool = True
+    ablation: str = "mean"
+
+    # Hard-concrete distribution (Louizos et al. 2018, as in CoFi / The Heuristic Core).
+    init_mean: float = 10.0
+    init_std: float = 0.01
+    temperature: float = 2.0 / 3.0
+    limit_left: float = -0.1
+    limit_right: float = 1.1
+    eps: float = 1e-6
+
+    # How learned masks become 0/1 masks.
+    binarization: str = "topk"
+    binarization_scope: str = "global"
+    threshold: float = 0.5
+    eval_mask: str = "binary"
+
+    freeze_base_model: bool = True
+
+    # Architecture overrides.
+    layers_path: str | None = None
+    attention_output: str | None = None
+    mlp_output: str | None = None
+    num_heads: int | None = None
+
+    # Filled in by PrunableModel: what the masks were made for.
+    model_type: str | None = None
+    base_model_name_or_path: str | None = None
+    base_model_revision: str | None = None
+    num_layers: int | None = None
+    head_dim: int | None = None
+    hidden_size: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Reject settings that would silently produce meaningless masks."""
+        _check_choice("ablation", self.ablation, ABLATION_MODES)
+        _check_choice("binarization", self.binarization, BINARIZATION_RULES)
+        _check_choice("binarization_scope", self.binarization_scope, BINARIZATION_SCOPES)
+        _check_choice("eval_mask", self.eval_mask, EVAL_MASKS)
+        if not (self.prune_heads or self.prune_mlps):
+            raise ValueError("PruningConfig: prune_heads and prune_mlps are both False, so nothing can be pruned; "
+                             "enable at least one of them.")
+        if not (self.limit_left < 0.0 < 1.0 < self.limit_right):
+            raise ValueError(f"PruningConfig: the hard-concrete stretch must satisfy limit_left < 0 < 1 < limit_right, "
+                             f"got limit_left={self.limit_left}, limit_right={self.limit_right} "
+                             "(the recipe uses -0.1 and 1.1).")
+        if not self.temperature > 0:
+            raise ValueError(f"PruningConfig: temperature must be > 0 (the recipe uses 2/3), got {self.temperature}.")
+        if not 0 < self.eps < 0.5:
+            raise ValueError(f"PruningConfig: eps must be in (0, 0.5) (the recipe uses 1e-6), got {self.eps}.")
+        if not (math.isfinite(self.init_mean) and math.isfinite(self.init_std) and self.init_std >= 0):
+            raise ValueError(f"PruningConfig: init_mean must be finite and init_std finite and >= 0, "
+                             f"got {self.init_mean}, {self.init_std}.")
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"PruningConfig: threshold must be in (0, 1), got {self.threshold}.")
+        if self.num_heads is not None and self.num_heads <= 0:
+            raise ValueError(f"PruningConfig: num_heads must be positive, got {self.num_heads}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PruningConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"PruningConfig.from_dict: unknown field(s) {unknown}; known fields are {sorted(known)}.")
+        return cls(**data)
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
+        """Write `pruning_config.json` atomically (temp file, then rename)."""
+        directory = Path(save_directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / CONFIG_NAME
+        atomic_write_text(target, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return target
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> "PruningConfig":
+        path = Path(directory)
+        if path.is_dir():
+            path = path / CONFIG_NAME
+        if not path.is_file():
+            raise FileNotFoundError(f"No {CONFIG_NAME} at {path}; save one with PruningConfig.save_pretrained(dir).")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON ({err}); the file is corrupt or partial, re-save it.") from err
+        return cls.from_dict(data)
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"PruningConfig: {name}={value!r} is not one of {list(choices)}.")

@@ -1,0 +1,23 @@
+"""Exception types, so callers can catch pruning problems without string matching."""
+
+from __future__ import annotations
+
+
+class PruningError(Exception):
+    """Base class for every error raised by hf_heuristic_core."""
+
+
+class UnsupportedArchitectureError(PruningError, ValueError):
+    """The model's layers, attention output or MLP output could not be located."""
+
+
+class MaskShapeError(PruningError, ValueError):
+    """A mask does not have the `[num_layers, num_heads]` / `[num_layers]` shape of the model."""
+
+
+class ArtifactError(PruningError, ValueError):
+    """A saved mask artifact is missing, corrupt, partial, or made for another model."""
+
+
+class MissingMeansError(PruningError, RuntimeError):
+    """Mean ablation was requested but no mean activations were computed."""
