@@ -123,3 +123,12 @@ class MaskLogits(nn.Module):
 
     def logits(self) -> dict[str, torch.Tensor | None]:
         return {"heads": self.heads, "mlps": self.mlps}
+
+
+class LagrangeMultipliers(nn.Module):
+    """lambda1 and lambda2 of the sparsity constraint; both start at 0 and are trained by gradient ascent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lambda_1 = nn.Parameter(torch.zeros((), dtype=torch.float32))
+        self.lambda_2 = nn.Parameter(torch.zeros((), dtype=torch.float32))

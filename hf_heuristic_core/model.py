@@ -18,7 +18,7 @@ from torch import nn
 from .architectures import ResolvedArchitecture, resolve_architecture, transformers_model
 from .config import PruningConfig
 from .errors import MaskShapeError, MissingMeansError, PruningError
-from .hard_concrete import MaskLogits, check_sparsity, topk_binarize
+from .hard_concrete import LagrangeMultipliers, MaskLogits, check_sparsity, topk_binarize
 from .hooks import mask_block, mask_heads, resample_reference
 from .means import (MeanStatistics, iterate_batches, model_input_names, progress, token_mask_for,
                     update_fingerprint, weighted_sum)
@@ -48,6 +48,7 @@ class PrunableModel(nn.Module):
         config.base_model_revision = config.base_model_revision or getattr(hf_config, "_commit_hash", None)
         self.pruning_config = config
         self.mask_logits = MaskLogits(arch.num_layers, arch.num_heads, config)
+        self.lagrangian = LagrangeMultipliers()
         self.register_buffer("head_means", None, persistent=False)
         self.register_buffer("mlp_means", None, persistent=False)
         self.register_buffer("fixed_heads", None, persistent=False)
@@ -144,12 +145,28 @@ class PrunableModel(nn.Module):
             elif logits[kind] is None:
                 masks[kind] = None
             elif self.training:
-                masks[kind] = distribution.sample(logits[kind], generator=self.generator)
+                masks[kind] = self._with_forced(kind, distribution.sample(logits[kind], generator=self.generator))
             else:
                 if eval_masks is None:
                     eval_masks = self._eval_masks()
                 masks[kind] = eval_masks[kind]
         return masks
+
+    def _with_forced(self, kind: str, z: torch.Tensor) -> torch.Tensor:
+        """Forced units are exactly 1 or 0 whatever their logits say (no host sync)."""
+        forced = (self.forced_heads if kind == "heads" else self.forced_mlps).to(z.device)
+        return torch.where(forced != 0, (forced > 0).to(z.dtype), z)
+
+    @property
+    def mask_logits_device(self) -> torch.device:
+        return self.lagrangian.lambda_1.device
+
+    def sampled_sparsity(self) -> torch.Tensor | None:
+        """1 - sum(z) / N for the masks of the last forward pass (differentiable when they were sampled)."""
+        kept = [self._current[k].sum() for k in self.enabled_kinds() if self._current.get(k) is not None]
+        if len(kept) != len(self.enabled_kinds()):
+            return None
+        return 1 - torch.stack(kept).sum() / self.num_units()
 
     def _eval_masks(self) -> dict[str, torch.Tensor]:
         """Deterministic masks, cached until a logit changes (avoids a sort and a sync per eval forward)."""
@@ -312,7 +329,8 @@ class PrunableModel(nn.Module):
     def expected_sparsity(self) -> torch.Tensor:
         """1 - E[L0] / N over enabled units; differentiable (CoFi's penalty)."""
         distribution = self.mask_logits.distribution
-        kept = [distribution.prob_nonzero(self.mask_logits.logits()[k]).sum() for k in self.enabled_kinds()]
+        kept = [self._with_forced(k, distribution.prob_nonzero(self.mask_logits.logits()[k])).sum()
+                for k in self.enabled_kinds()]
         return 1 - torch.stack(kept).sum() / self.num_units()
 
     def num_units(self) -> int:
