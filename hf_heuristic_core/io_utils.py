@@ -20,8 +20,15 @@ def atomic_write(target: Path, writer: Callable[[str], object]) -> None:
     os.close(fd)
     try:
         writer(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
