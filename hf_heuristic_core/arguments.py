@@ -29,7 +29,7 @@ class PruningArguments(TrainingArguments):
     start_sparsity: float = field(default=0.0, metadata={"help": "Target sparsity at step 0 of the schedule."})
     sparsity_warmup_steps: int | None = field(default=None, metadata={
         "help": "Steps over which the target rises from start_sparsity to target_sparsity. Default: the paper's "
-                "6500 + 50 * target_percent, capped at 90% of the run (with a warning) when the run is shorter."})
+                "6500 + 50 * target_percent, capped at 90%% of the run (with a warning) when the run is shorter."})
     sparsity_schedule: str = field(default="linear", metadata={
         "help": "linear, or log: 1 - exp(log(1-s0) + (log(1-sT) - log(1-s0)) * step / warmup)."})
     mask_learning_rate: float = field(default=0.1, metadata={"help": "Learning rate of the mask logits (log_alpha)."})
@@ -47,13 +47,17 @@ class PruningArguments(TrainingArguments):
     final_binarization: str = field(default="topk", metadata={
         "help": "topk: exactly round(target * N) units pruned; threshold: the paper's deterministic-then-threshold rule."})
     final_threshold: float = field(default=0.5, metadata={
-        "help": "Threshold of the paper's rule (it used 0.5 at 50% and 0.35 at 70%)."})
+        "help": "Threshold of the paper's rule (it used 0.5 at 50%% and 0.35 at 70%%)."})
     warmup_steps: float = field(default=200, metadata={
         "help": "Learning-rate warm-up steps for both parameter groups (the paper: 200), then linear decay."})
     remove_unused_columns: bool = field(default=True, metadata={
         "help": "Drop dataset columns the wrapped model's forward does not take."})
 
     def __post_init__(self) -> None:
+        if self.ddp_find_unused_parameters is None:
+            # The multipliers are used in the loss, outside forward: with DDP's unused-parameter search their
+            # gradients would be marked ready twice. Every trainable tensor is used each step anyway.
+            self.ddp_find_unused_parameters = False
         super().__post_init__()
         checks = [
             ("target_sparsity", 0.0 <= self.target_sparsity < 1.0,

@@ -64,6 +64,7 @@ class PruningConfig:
     model_type: str | None = None
     base_model_name_or_path: str | None = None
     base_model_revision: str | None = None
+    base_model_class: str | None = None
     num_layers: int | None = None
     head_dim: int | None = None
     hidden_size: int | None = None

@@ -46,6 +46,7 @@ class PrunableModel(nn.Module):
         config.hidden_size = arch.hidden_size
         config.base_model_name_or_path = config.base_model_name_or_path or getattr(hf_config, "_name_or_path", None) or None
         config.base_model_revision = config.base_model_revision or getattr(hf_config, "_commit_hash", None)
+        config.base_model_class = type(hf_model).__name__
         self.pruning_config = config
         self.mask_logits = MaskLogits(arch.num_layers, arch.num_heads, config)
         self.lagrangian = LagrangeMultipliers()
@@ -62,6 +63,7 @@ class PrunableModel(nn.Module):
         self._eval_cache: tuple[Any, dict[str, torch.Tensor]] | None = None
         self._saved_requires_grad: dict[str, bool] | None = None
         self._unwrapped = False
+        self.train_dropout = True
         if config.freeze_base_model:
             self._saved_requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
             for parameter in model.parameters():
@@ -97,6 +99,18 @@ class PrunableModel(nn.Module):
     def enabled_kinds(self) -> list[str]:
         return [k for k, on in (("heads", self.pruning_config.prune_heads),
                                 ("mlps", self.pruning_config.prune_mlps)) if on]
+
+    def train(self, mode: bool = True) -> "PrunableModel":
+        """Training mode samples masks. With `train_dropout = False` (what PruningTrainer sets unless keep_dropout)
+        the wrapped model runs without dropout, while gradient-checkpointed layers stay in training mode so that
+        they still recompute in backward."""
+        super().train(mode)
+        if mode and not self.train_dropout:
+            self.model.eval()
+            for module in self.model.modules():
+                if getattr(module, "gradient_checkpointing", False) is True:
+                    module.training = True
+        return self
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         self._check_usable()
@@ -577,6 +591,9 @@ class PrunableModel(nn.Module):
                 raise PruningError(f"The mask artifact at {name_or_path} does not name its base model; load the model "
                                    "yourself and call PrunableModel(model).load_masks(...).")
             masks, name_or_path = artifact_dir, saved.base_model_name_or_path
+            if model_class is None and saved.base_model_class:
+                import transformers
+                model_class = getattr(transformers, saved.base_model_class, None)
             pruning_config = pruning_config or PruningConfig.from_dict(
                 {**saved.to_dict(), "num_layers": None, "head_dim": None, "hidden_size": None})
         model = load_base_model(name_or_path, model_class, **hf_kwargs)

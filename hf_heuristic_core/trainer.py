@@ -32,11 +32,13 @@ LABEL_KEYS = ("labels", "label", "label_ids")
 
 
 def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
-                  attention_mask: torch.Tensor | None = None, temperature: float = 1.0) -> torch.Tensor:
+                  attention_mask: torch.Tensor | None = None, temperature: float = 1.0,
+                  reduction: str = "mean") -> torch.Tensor:
     """KL(teacher || student) in fp32.
 
     Sequence-level logits `[batch, classes]`: batchmean. Per-position logits `[batch, seq, vocab]` (causal LM,
-    token classification): the mean over real (non-padding) positions. Scaled by T^2 (a no-op at T = 1).
+    token classification): the mean over real (non-padding) positions (`reduction="sum"`: their sum, for a
+    mean taken over a whole accumulated / distributed batch). Scaled by T^2 (a no-op at T = 1).
     """
     if student_logits.shape != teacher_logits.shape:
         raise PruningError(f"Teacher logits {tuple(teacher_logits.shape)} and student logits "
@@ -45,10 +47,11 @@ def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
     teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
     per_item = (teacher.exp() * (teacher - student)).sum(-1)
     if per_item.dim() == 1:
-        return per_item.mean() * temperature ** 2
+        return (per_item.sum() if reduction == "sum" else per_item.mean()) * temperature ** 2
     weights = (attention_mask.to(per_item.dtype) if attention_mask is not None and
                attention_mask.shape == per_item.shape else torch.ones_like(per_item))
-    return (per_item * weights).sum() / weights.sum().clamp_min(1.0) * temperature ** 2
+    total = (per_item * weights).sum() * temperature ** 2
+    return total if reduction == "sum" else total / weights.sum().clamp_min(1.0)
 
 
 @dataclass
@@ -118,6 +121,9 @@ class PruningTrainer(Trainer):
         self.loss_is_scaled_for_ga = False
         self.model_accepts_loss_kwargs = False
         self.teacher_cache = teacher_cache
+        model.train_dropout = args.keep_dropout
+        self._noise_step: int | None = None
+        self._noise_state: torch.Tensor | None = None
         self._sparsity_warmup: int | None = None
         self._running: dict[str, torch.Tensor | float] = {}
         self._running_count = 0
@@ -173,14 +179,16 @@ class PruningTrainer(Trainer):
     # ------------------------------------------------------------------ loss
     @contextlib.contextmanager
     def _inner_mode(self, training: bool) -> Iterator[None]:
-        """Set dropout of the wrapped model without touching the wrapper (whose mode decides mask sampling)."""
-        inner = self.prunable.model
-        previous = inner.training
-        inner.train(training)
+        """Set dropout of the wrapped model without touching the wrapper (whose mode decides mask sampling);
+        every module's own flag is restored afterwards (checkpointed layers keep theirs)."""
+        modules = list(self.prunable.model.modules())
+        previous = [module.training for module in modules]
+        self.prunable.model.train(training)
         try:
             yield
         finally:
-            inner.train(previous)
+            for module, flag in zip(modules, previous):
+                module.training = flag
 
     def teacher_logits(self, inputs: dict[str, Any], example_index: torch.Tensor | None,
                        student_like: torch.Tensor | None = None) -> torch.Tensor:
@@ -227,24 +235,62 @@ class PruningTrainer(Trainer):
         for key in LABEL_KEYS:
             inputs.pop(key, None)
         teacher = None if self.args.teacher == "cached" else self.teacher_logits(inputs, example_index)
-        with self._inner_mode(model.training and self.args.keep_dropout):
-            outputs = model(**inputs)
+        if model.training:
+            self._one_noise_draw_per_step()
+        outputs = model(**inputs)  # PrunableModel.train() already switched dropout off unless keep_dropout
         student = outputs.logits
         if teacher is None:
             teacher = self.teacher_logits(inputs, example_index, student_like=student)
-        kl = kl_to_teacher(student, teacher, inputs.get("attention_mask"), self.args.kl_temperature)
+        mask = inputs.get("attention_mask")
+        kl = kl_to_teacher(student, teacher, mask, self.args.kl_temperature)
+        kl_for_loss = kl
+        if student.dim() == 3 and model.training and torch.is_tensor(num_items_in_batch):
+            # Mean over the real tokens of the whole accumulated, distributed batch: the Trainer divides by the
+            # accumulation steps and DDP averages over ranks, so scale this micro-batch's sum back up.
+            scale = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
+            scale *= max(self.args.world_size, 1)
+            total = kl_to_teacher(student, teacher, mask, self.args.kl_temperature, reduction="sum")
+            kl_for_loss = total * scale / num_items_in_batch.to(total.device).clamp_min(1)
         target = self.current_target()
         expected = prunable.expected_sparsity()
         sampled = prunable.sampled_sparsity()
         current = sampled if (self.args.sparsity_penalty == "sampled" and sampled is not None) else expected
         gap = target - current
         lambda_1, lambda_2 = prunable.lagrangian.lambda_1, prunable.lagrangian.lambda_2
-        loss = kl + lambda_1 * gap + lambda_2 * gap ** 2
+        loss = kl_for_loss + lambda_1 * gap + lambda_2 * gap ** 2
         if model.training:
             if not bool(torch.isfinite(loss)):
                 self._stop_on_nonfinite(kl)
             self._record(kl=kl, sampled=sampled if sampled is not None else expected, expected=expected)
         return (loss, outputs) if return_outputs else loss
+
+    def _one_noise_draw_per_step(self) -> None:
+        """Every micro-batch of one optimizer step sees the same mask sample, as one full batch (or DDP) would."""
+        generator = self.prunable.generator
+        if generator is None:
+            return
+        step = self.state.global_step
+        if self._noise_step != step:
+            self._noise_step, self._noise_state = step, generator.get_state()
+        else:
+            generator.set_state(self._noise_state)
+
+    def _get_num_items_in_batch(self, batch_samples: list, device: torch.device) -> torch.Tensor | None:
+        """Real tokens in the accumulated batch, summed over ranks: the per-position KL is averaged over them."""
+        counts = []
+        for batch in batch_samples:
+            mask = batch.get("attention_mask") if hasattr(batch, "get") else None
+            ids = batch.get("input_ids") if hasattr(batch, "get") else None
+            if mask is not None:
+                counts.append(mask.sum())
+            elif ids is not None:
+                counts.append(torch.tensor(ids.numel()))
+        if not counts:
+            return None
+        total = torch.stack([c.to(device) for c in counts]).sum()
+        if self.args.world_size > 1:
+            total = self.accelerator.gather(total).sum()
+        return total
 
     def _stop_on_nonfinite(self, kl: torch.Tensor) -> None:
         folder = os.path.join(self.args.output_dir, "last-good-masks")
@@ -381,7 +427,7 @@ def _check_reachable(model: PrunableModel, target: float) -> None:
     forced_out = sum(int((f < 0).sum()) for f, k in ((model.forced_heads, "heads"), (model.forced_mlps, "mlps"))
                      if k in model.enabled_kinds())
     to_prune = round(target * total)
-    if to_prune > total - forced_in or to_prune < forced_out or (target > 0 and total == 0):
+    if to_prune > total - forced_in or to_prune < forced_out or (target > 0 and to_prune == 0):
         raise PruningError(f"target_sparsity={target} cannot be reached: it prunes {to_prune} of the {total} enabled "
                            f"units ({', '.join(model.enabled_kinds())}), but {forced_in} are forced in and "
                            f"{forced_out} forced out. Lower the target, enable more unit kinds "
