@@ -205,8 +205,12 @@ def _layer_list_candidates(base: nn.Module) -> list[str]:
 
 
 def _match_suffix(names: list[str], suffixes: tuple[str, ...]) -> str | None:
+    """First suffix that names exactly one module; an exact name wins (BERT's `output.dense` vs
+    `attention.output.dense`)."""
     for suffix in suffixes:
-        matches = [n for n in names if n == suffix or n.endswith("." + suffix)]
+        if suffix in names:
+            return suffix
+        matches = [n for n in names if n.endswith("." + suffix)]
         if len(matches) == 1:
             return matches[0]
     return None
@@ -236,12 +240,19 @@ def _detect(base: nn.Module, hf_config, model_type: str, config: PruningConfig) 
                                                ("the MLP output projection", mlp_output)) if v is None)
         raise UnsupportedArchitectureError(
             f"model_type '{model_type}' is not in hf_heuristic_core.ARCHITECTURES and {missing} could not be "
-            f"detected in layer '{layers_path}.0'. Candidate modules: {names}. Pass them explicitly, e.g. "
-            f"PruningConfig(layers_path='{layers_path}', attention_output='self_attn.o_proj', "
-            "mlp_output='mlp.down_proj').")
-    return ArchitectureMap(layers_path, attention_output, mlp_output,
-                           attention=attention_output.rsplit(".", 1)[0] if "." in attention_output else None,
-                           mlp=(mlp_output.rsplit(".", 1)[0],) if "." in mlp_output else (mlp_output,))
+            f"detected in layer '{layers_path}.0'. Candidate modules: {names}. Pass them explicitly: "
+            f"PruningConfig(layers_path='{layers_path}', attention_output='<one of the candidates>', "
+            "mlp_output='<one of the candidates>').")
+    return ArchitectureMap(layers_path, attention_output, mlp_output, attention=_attention_block(attention_output))
+
+
+def _attention_block(attention_output: str) -> str | None:
+    """The attention module around an output projection: the outermost path component naming attention."""
+    parts = attention_output.split(".")
+    for end in range(1, len(parts)):
+        if "att" in parts[end - 1].lower():
+            return ".".join(parts[:end])
+    return ".".join(parts[:-1]) or None
 
 
 def _count(modules: list[nn.Module]) -> int:
@@ -256,10 +267,18 @@ def _count(modules: list[nn.Module]) -> int:
 
 
 def _unit_param_counts(layer: nn.Module, paths: ArchitectureMap, num_heads: int) -> tuple[int, int]:
-    """Parameters per head (the attention block's, split evenly) and per MLP block, for weighted sparsity."""
+    """Parameters per head (the attention block's, split evenly) and per MLP block, for weighted sparsity.
+
+    Detected models have no MLP paths: their MLP counts as the layer minus attention and normalization layers.
+    """
     attention = layer.get_submodule(paths.attention) if paths.attention else layer.get_submodule(paths.attention_output)
-    mlp_modules = [layer.get_submodule(p) for p in paths.mlp] or [layer.get_submodule(paths.mlp_output)]
-    return _count([attention]) // num_heads, _count(mlp_modules)
+    attention_count = _count([attention])
+    if paths.mlp:
+        mlp_count = _count([layer.get_submodule(p) for p in paths.mlp])
+    else:
+        norms = [m for m in layer.modules() if "norm" in type(m).__name__.lower()]
+        mlp_count = _count([layer]) - attention_count - _count(norms)
+    return attention_count // num_heads, mlp_count
 
 
 def supported_model_types() -> list[str]:

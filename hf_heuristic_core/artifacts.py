@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from .config import CONFIG_NAME, PruningConfig
 from .errors import ArtifactError, MaskShapeError
-from .io_utils import atomic_write, atomic_write_text
+from .io_utils import atomic_write_many
 
 if TYPE_CHECKING:
     from .model import PrunableModel
@@ -58,9 +58,13 @@ def save_artifact(model: "PrunableModel", save_directory: str | os.PathLike, spa
         "means": json.dumps(model.means_info, default=str),
         **{k: json.dumps(v, default=str) for k, v in (extra_metadata or {}).items()},
     }
-    atomic_write(directory / MASKS_NAME, lambda tmp: save_file(tensors, tmp, metadata=metadata))
-    model.pruning_config.save_pretrained(directory)
-    atomic_write_text(directory / CARD_NAME, model_card_text(model, report))
+    config_text = json.dumps(model.pruning_config.to_dict(), indent=2, sort_keys=True) + "\n"
+    card_text = model_card_text(model, report)
+    atomic_write_many({
+        directory / MASKS_NAME: lambda tmp: save_file(tensors, tmp, metadata=metadata),
+        directory / CONFIG_NAME: lambda tmp: Path(tmp).write_text(config_text),
+        directory / CARD_NAME: lambda tmp: Path(tmp).write_text(card_text),
+    })
     return directory
 
 

@@ -37,10 +37,20 @@ def mask_block(y: torch.Tensor, z: torch.Tensor, reference: torch.Tensor | None)
     return y - (1 - keep) * (y - reference.to(device=y.device, dtype=y.dtype))
 
 
-def resample_reference(x: torch.Tensor) -> torch.Tensor:
-    """Activations of another example of the batch: example i takes example i - 1's (batch-first inputs)."""
-    if x.dim() < 2 or x.shape[0] < 2:
+def resample_reference(x: torch.Tensor, batch_size: int | None = None) -> torch.Tensor:
+    """Activations of another example of the batch: example i takes example i - 1's.
+
+    Batch-first activations are rolled along dim 0; activations flattened to `[batch * seq, hidden]` (OPT's MLP)
+    are unflattened with `batch_size` first, so whole examples move, not tokens.
+    """
+    batch = batch_size if batch_size is not None else x.shape[0]
+    if x.dim() < 2 or batch < 2:
         raise PruningError(f"Resample ablation replaces a unit's activation with another example's, so it needs a "
                            f"batch of at least 2 examples; got activations of shape {tuple(x.shape)}. Use a larger "
                            "batch, or ablation='mean'.")
-    return x.roll(1, dims=0)
+    if x.shape[0] == batch:
+        return x.roll(1, dims=0)
+    if x.shape[0] % batch == 0:
+        return x.reshape(batch, -1, *x.shape[1:]).roll(1, dims=0).reshape(x.shape)
+    raise PruningError(f"Resample ablation cannot tell examples apart in activations of shape {tuple(x.shape)} "
+                       f"for a batch of {batch}; use ablation='mean' or 'zero'.")

@@ -32,3 +32,23 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def atomic_write_many(writers: dict[Path, Callable[[str], object]]) -> None:
+    """Write every file to a temp file first and move them into place only when all succeeded, so a failure
+    leaves the previous set of files (e.g. an artifact's config, masks and card) untouched and consistent."""
+    temps: dict[Path, str] = {}
+    try:
+        for target, writer in writers.items():
+            target = Path(target)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            temps[target] = tmp
+            writer(tmp)
+            os.chmod(tmp, 0o666 & ~_umask())
+        for target, tmp in temps.items():
+            os.replace(tmp, target)
+    finally:
+        for tmp in temps.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)

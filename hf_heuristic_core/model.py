@@ -59,7 +59,7 @@ class PrunableModel(nn.Module):
         self.means_info: dict[str, Any] = {}
         self.generator: torch.Generator | None = None
         self._masks_enabled = True
-        self._current: dict[str, torch.Tensor | None] = {"heads": None, "mlps": None}
+        self._current: dict[str, Any] = {"heads": None, "mlps": None, "batch_size": None}
         self._eval_cache: tuple[Any, dict[str, torch.Tensor]] | None = None
         self._saved_requires_grad: dict[str, bool] | None = None
         self._unwrapped = False
@@ -68,11 +68,14 @@ class PrunableModel(nn.Module):
             self._saved_requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
             for parameter in model.parameters():
                 parameter.requires_grad_(False)
-        self._handles = [hf_model.register_forward_pre_hook(self._draw_masks_hook)]
+        self._handles = [hf_model.register_forward_pre_hook(self._draw_masks_hook, with_kwargs=True)]
         for layer, module in enumerate(arch.attention_outputs):
             self._handles.append(module.register_forward_pre_hook(self._make_head_hook(layer)))
         for layer, module in enumerate(arch.mlp_outputs):
             self._handles.append(module.register_forward_hook(self._make_mlp_hook(layer)))
+        if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
+            # Already enabled on the wrapped model: re-enable so recomputation replays each pass's masks.
+            self.gradient_checkpointing_enable()
 
     # ------------------------------------------------------------------ basic properties
     @property
@@ -134,8 +137,8 @@ class PrunableModel(nn.Module):
         if self._unwrapped:
             raise PruningError("This PrunableModel was unwrapped; its hooks are gone. Wrap the model again.")
 
-    def _draw_masks_hook(self, module: nn.Module, args: Any) -> None:
-        """Top-level pre-hook: fix this forward pass's masks before any layer runs."""
+    def _draw_masks_hook(self, module: nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+        """Top-level pre-hook: fix this forward pass's masks (and note its batch size) before any layer runs."""
         if not self._masks_enabled:
             return None
         if self.pruning_config.ablation == "mean" and not self.has_means:
@@ -143,7 +146,7 @@ class PrunableModel(nn.Module):
                 "Mean ablation needs mean activations, and none were computed. Call "
                 "prunable_model.compute_means(train_data) first (or load an artifact that has them), or choose "
                 "PruningConfig(ablation='zero' | 'resample'), or run the full model under .masks_disabled().")
-        self._current = self.current_masks()
+        self._current = {**self.current_masks(), "batch_size": _batch_size(args, kwargs)}
         return None
 
     def current_masks(self) -> dict[str, torch.Tensor | None]:
@@ -184,14 +187,16 @@ class PrunableModel(nn.Module):
 
     def _eval_masks(self) -> dict[str, torch.Tensor]:
         """Deterministic masks, cached until a logit changes (avoids a sort and a sync per eval forward)."""
-        logits = self.mask_logits.logits()
-        key = (tuple((p.data_ptr(), p._version) if p is not None else None for p in logits.values()),
-               self.pruning_config.eval_mask, self.pruning_config.binarization,
-               self.pruning_config.binarization_scope, self.pruning_config.threshold,
-               self.forced_heads._version, self.forced_mlps._version)
-        if self._eval_cache is None or self._eval_cache[0] != key:
+        settings = (self.pruning_config.eval_mask, self.pruning_config.binarization,
+                    self.pruning_config.binarization_scope, self.pruning_config.threshold)
+        state = [t.detach() for t in (*self.mask_logits.logits().values(), self.forced_heads, self.forced_mlps)
+                 if t is not None]
+        cached = self._eval_cache
+        # Compare values, not versions: edits through `.data` do not bump a tensor's version counter.
+        if (cached is None or cached[0][0] != settings or len(cached[0][1]) != len(state)
+                or not all(torch.equal(a, b) for a, b in zip(cached[0][1], state))):
             masks = self.get_masks(binary=self.pruning_config.eval_mask == "binary", ignore_fixed=True)
-            self._eval_cache = (key, masks)
+            self._eval_cache = ((settings, [t.clone() for t in state]), masks)
         return self._eval_cache[1]
 
     def _reference(self, kind: str, layer: int, x: torch.Tensor) -> torch.Tensor | None:
@@ -199,7 +204,7 @@ class PrunableModel(nn.Module):
         if mode == "zero":
             return None
         if mode == "resample":
-            return resample_reference(x)
+            return resample_reference(x, self._current.get("batch_size"))
         means = self.head_means if kind == "heads" else self.mlp_means
         return means[layer]
 
@@ -220,6 +225,31 @@ class PrunableModel(nn.Module):
                 return None
             return mask_block(output, z[layer], self._reference("mlps", layer, output))
         return hook
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
+        """Enable the wrapped model's gradient checkpointing so that recomputation in backward reuses the masks of
+        the forward pass being recomputed, even when several forwards run before one backward."""
+        kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
+        if kwargs["use_reentrant"]:
+            raise PruningError("PrunableModel needs non-reentrant gradient checkpointing (use_reentrant=False) to "
+                               "replay each forward pass's masks during recomputation.")
+        kwargs["context_fn"] = self._checkpoint_contexts
+        self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+    def _checkpoint_contexts(self):
+        """(forward context, recompute context) for torch.utils.checkpoint: the recompute sees this pass's masks."""
+        captured, enabled = dict(self._current), self._masks_enabled
+
+        @contextlib.contextmanager
+        def replay() -> Iterator[None]:
+            saved = (self._current, self._masks_enabled)
+            self._current, self._masks_enabled = captured, enabled
+            try:
+                yield
+            finally:
+                self._current, self._masks_enabled = saved
+
+        return contextlib.nullcontext(), replay()
 
     @contextlib.contextmanager
     def masks_disabled(self) -> Iterator["PrunableModel"]:
@@ -531,7 +561,8 @@ class PrunableModel(nn.Module):
         return state
 
     def load_mask_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Inverse of `mask_state_dict`, with shape and NaN checks."""
+        """Inverse of `mask_state_dict`, with shape and NaN checks; everything is checked before anything changes."""
+        self._check_mask_state(state)
         for kind in UNIT_KINDS:
             logit = self.mask_logits.logits()[kind]
             key = f"log_alpha.{kind}"
@@ -553,6 +584,21 @@ class PrunableModel(nn.Module):
         if "means.heads" in state and "means.mlps" in state:
             self.set_means(state["means.heads"], state["means.mlps"], self.means_info)
         self._eval_cache = None
+
+    def _check_mask_state(self, state: dict[str, torch.Tensor]) -> None:
+        arch = self.architecture
+        expected = {f"log_alpha.{k}": tuple(v.shape) for k, v in self.mask_logits.logits().items() if v is not None}
+        expected.update({"forced.heads": (arch.num_layers, arch.num_heads), "forced.mlps": (arch.num_layers,),
+                         "fixed.heads": (arch.num_layers, arch.num_heads), "fixed.mlps": (arch.num_layers,),
+                         "means.heads": (arch.num_layers, arch.num_heads, arch.head_dim),
+                         "means.mlps": (arch.num_layers, arch.hidden_size)})
+        for key, shape in expected.items():
+            if key in state:
+                if tuple(state[key].shape) != shape:
+                    raise MaskShapeError(f"{key} has shape {tuple(state[key].shape)}; this model needs {list(shape)}.")
+                if not torch.isfinite(state[key]).all():
+                    raise MaskShapeError(f"{key} contains NaN or inf values; the artifact is unusable (a diverged "
+                                         "pruning run?). Re-run pruning or load another artifact.")
 
     def _validated_forced(self, kind: str, value: torch.Tensor) -> torch.Tensor:
         expected = self.mask_logits.expected_shape(kind)
@@ -601,6 +647,15 @@ class PrunableModel(nn.Module):
         if masks is not None:
             wrapped.load_masks(masks, **_hub_kwargs(hf_kwargs))
         return wrapped
+
+
+def _batch_size(args: tuple, kwargs: dict[str, Any]) -> int | None:
+    """Batch size of a forward call, from its first batch-first tensor input."""
+    for value in (kwargs.get("input_ids"), kwargs.get("inputs_embeds"), kwargs.get("attention_mask"),
+                  args[0] if args else None):
+        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+            return int(value.shape[0])
+    return None
 
 
 def _hub_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:

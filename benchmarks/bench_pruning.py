@@ -1,0 +1,177 @@
+"""Pruning-step benchmarks, reported as ratios measured in one run on one machine (absolute times are noisy).
+
+(a) hook overhead: a masked training step (sampled masks, gradients into the mask logits, frozen weights) vs the plain
+    model's forward + backward doing the same activation-gradient work (gradients into the input embeddings).
+(b) one pruning step with cached teacher logits vs the two-model setup of the paper's code (a separate frozen
+    teacher copy run every step).
+(c) peak memory (RSS, measured in fresh subprocesses) of the same-model teacher vs two model copies.
+
+    python benchmarks/bench_pruning.py [--models minilm,bert-base] [--batch 8] [--seq 128] [--repeats 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+from transformers import AutoConfig, AutoModelForSequenceClassification  # noqa: E402
+
+from hf_heuristic_core import PrunableModel, PruningConfig  # noqa: E402
+from hf_heuristic_core.trainer import kl_to_teacher  # noqa: E402
+
+
+def load(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if name == "minilm":
+        from hf_heuristic_core.offline_models import minilm_path
+        return AutoModelForSequenceClassification.from_pretrained(minilm_path(), num_labels=3)
+    if name == "bert-base":  # BERT-base-sized random model (no BERT-base weights offline)
+        config = AutoConfig.for_model("bert", hidden_size=768, num_attention_heads=12, num_hidden_layers=12,
+                                      intermediate_size=3072, num_labels=3)
+        return AutoModelForSequenceClassification.from_config(config)
+    raise ValueError(f"unknown model {name!r}; use minilm or bert-base")
+
+
+def batch_for(model: torch.nn.Module, batch: int, seq: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, model.config.vocab_size, (batch, seq), generator=generator)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def timed(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def wrapped(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> PrunableModel:
+    prunable = PrunableModel(model, PruningConfig(init_mean=3.0))
+    prunable.compute_means(inputs, show_progress=False)
+    prunable.train_dropout = False
+    return prunable.train()
+
+
+def hook_overhead(name: str, batch: int, seq: int, repeats: int) -> dict[str, float]:
+    model = load(name)
+    inputs = batch_for(model, batch, seq)
+    plain = copy.deepcopy(model).eval().requires_grad_(False)
+    embeddings = plain.get_input_embeddings()
+
+    def plain_step():
+        embeds = embeddings(inputs["input_ids"]).detach().requires_grad_(True)
+        plain(inputs_embeds=embeds, attention_mask=inputs["attention_mask"]).logits.sum().backward()
+
+    prunable = wrapped(model, inputs)
+
+    def masked_step():
+        prunable.zero_grad(set_to_none=True)
+        prunable(**inputs).logits.sum().backward()
+
+    # Interleave the two measurements so machine load hits both alike.
+    plain_times, masked_times = [], []
+    for _ in range(3):
+        plain_times.append(timed(plain_step, repeats))
+        masked_times.append(timed(masked_step, repeats))
+    t_plain, t_masked = min(plain_times), min(masked_times)
+    return {"plain_fwd_bwd_s": t_plain, "masked_step_s": t_masked, "ratio": t_masked / t_plain}
+
+
+def teacher_cost(name: str, batch: int, seq: int, repeats: int) -> dict[str, float]:
+    model = load(name)
+    inputs = batch_for(model, batch, seq)
+    teacher_copy = copy.deepcopy(model).eval().requires_grad_(False)
+    prunable = wrapped(model, inputs)
+    with torch.no_grad(), prunable.masks_disabled():
+        cached = prunable(**inputs).logits
+    optimizer = torch.optim.AdamW([p for p in prunable.parameters() if p.requires_grad], lr=0.1, weight_decay=0.0)
+
+    def step(teacher_logits_fn):
+        optimizer.zero_grad(set_to_none=True)
+        teacher = teacher_logits_fn()
+        kl_to_teacher(prunable(**inputs).logits, teacher).backward()
+        optimizer.step()
+
+    def with_copy():
+        with torch.no_grad():
+            return teacher_copy(**inputs).logits
+
+    cached_times, copy_times = [], []
+    for _ in range(3):
+        cached_times.append(timed(lambda: step(lambda: cached), repeats))
+        copy_times.append(timed(lambda: step(with_copy), repeats))
+    t_cached, t_copy = min(cached_times), min(copy_times)
+    return {"cached_teacher_step_s": t_cached, "two_model_step_s": t_copy, "ratio": t_cached / t_copy}
+
+
+def peak_memory_child(name: str, batch: int, seq: int, setup: str) -> None:
+    """Runs in a fresh process: one model (same-model teacher) or two copies; prints peak RSS in MiB."""
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    model = load(name)
+    inputs = batch_for(model, batch, seq)
+    teacher_copy = copy.deepcopy(model).eval().requires_grad_(False) if setup == "two_copies" else None
+    prunable = wrapped(model, inputs)
+    for _ in range(3):
+        prunable.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            if teacher_copy is not None:
+                teacher = teacher_copy(**inputs).logits
+            else:
+                with prunable.masks_disabled():
+                    teacher = prunable(**inputs).logits
+        kl_to_teacher(prunable(**inputs).logits, teacher).backward()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peak_rss_mib": peak, "after_imports_rss_mib": baseline}))
+
+
+def peak_memory(name: str, batch: int, seq: int) -> dict[str, float]:
+    results = {}
+    for setup in ("same_model", "two_copies"):
+        output = subprocess.run([sys.executable, __file__, "--child", setup, "--models", name, "--batch", str(batch),
+                                 "--seq", str(seq)], check=True, capture_output=True, text=True).stdout
+        results[setup] = json.loads(output.strip().splitlines()[-1])
+    same, two = results["same_model"], results["two_copies"]
+    return {"same_model_peak_mib": same["peak_rss_mib"], "two_copies_peak_mib": two["peak_rss_mib"],
+            "ratio_total": same["peak_rss_mib"] / two["peak_rss_mib"],
+            "ratio_above_imports": (same["peak_rss_mib"] - same["after_imports_rss_mib"])
+            / (two["peak_rss_mib"] - two["after_imports_rss_mib"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="minilm,bert-base")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--child", choices=["same_model", "two_copies"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        peak_memory_child(args.models, args.batch, args.seq, args.child)
+        return
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    report = {"torch_threads": torch.get_num_threads(), "batch": args.batch, "seq": args.seq}
+    for name in args.models.split(","):
+        report[name] = {
+            "a_hook_overhead": hook_overhead(name, args.batch, args.seq, args.repeats),
+            "b_cached_vs_two_models": teacher_cost(name, args.batch, args.seq, args.repeats),
+            "c_peak_memory": peak_memory(name, args.batch, args.seq),
+        }
+        print(json.dumps({name: report[name]}, indent=2), flush=True)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+"""Tiny random Transformers models (2 layers, 4 heads, hidden 32) for every architecture the package maps.
+
+`tiny_model(model_type, task=..., attn_implementation=..., seed=...)` builds a model from a config only (no download),
+in eval mode, deterministic for a given seed. Also holds small helpers shared by the test modules (kept here rather than
+in a conftest so the tests stay independent of other test files).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import pytest
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+
+
+@pytest.fixture(scope="module", autouse=False)
+def one_torch_thread():
+    """Tiny matmuls are dominated by thread hand-off costs (about 100x slower with 2 intra-op threads on a 2-core
+    box, worse under pytest-xdist): run a module's tests single-threaded, then restore the previous setting."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+HIDDEN = 32
+HEADS = 4
+LAYERS = 2
+INTERMEDIATE = 48
+VOCAB = 99
+PAD_ID = 0
+
+MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "mpnet", "gpt2", "gpt_neo", "gpt_neox", "opt",
+               "llama", "mistral", "qwen2", "qwen3", "gemma", "phi3")
+
+# Models without a sequence-classification head in Transformers are built as causal LMs.
+CAUSAL_ONLY: set[str] = set()
+
+_COMMON = dict(vocab_size=VOCAB, pad_token_id=PAD_ID, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+# Models that can not be built with attn_implementation="sdpa" in this Transformers version.
+EAGER_ONLY = {"mpnet", "gpt_neo"}
+
+# Written from the Transformers modeling files, independently of hf_heuristic_core.ARCHITECTURES:
+# (layer list under model.base_model, attention output projection, MLP output projection) per layer.
+_BERT_SITES = ("encoder.layer", "attention.output.dense", "output.dense")
+_LLAMA_SITES = ("layers", "self_attn.o_proj", "mlp.down_proj")
+HOOK_SITES = {
+    "bert": _BERT_SITES, "roberta": _BERT_SITES, "xlm-roberta": _BERT_SITES, "electra": _BERT_SITES,
+    "distilbert": ("transformer.layer", "attention.out_lin", "ffn.lin2"),
+    "mpnet": ("encoder.layer", "attention.attn.o", "output.dense"),
+    "gpt2": ("h", "attn.c_proj", "mlp.c_proj"),
+    "gpt_neo": ("h", "attn.attention.out_proj", "mlp.c_proj"),
+    "gpt_neox": ("layers", "attention.dense", "mlp.dense_4h_to_h"),
+    "opt": ("decoder.layers", "self_attn.out_proj", "fc2"),
+    **{t: _LLAMA_SITES for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3")},
+}
+# The width of one head's slice of the attention output projection's input.
+HEAD_DIM = {t: HIDDEN // HEADS for t in HOOK_SITES} | {"qwen3": 16, "gemma": 12}
+
+
+def config_kwargs(model_type: str, num_layers: int = LAYERS) -> dict:
+    """Keyword arguments of `AutoConfig.for_model(model_type, **kwargs)` for the tiny version of `model_type`."""
+    if model_type in ("bert", "roberta", "xlm-roberta", "electra", "mpnet"):
+        kwargs = dict(_COMMON, hidden_size=HIDDEN, num_attention_heads=HEADS, num_hidden_layers=num_layers,
+                      intermediate_size=INTERMEDIATE, max_position_embeddings=64, type_vocab_size=2)
+        if model_type == "electra":
+            kwargs["embedding_size"] = HIDDEN
+        if model_type in ("roberta", "xlm-roberta", "mpnet"):
+            kwargs["pad_token_id"] = 1  # position ids start after the padding index
+        return kwargs
+    if model_type == "distilbert":
+        return dict(vocab_size=VOCAB, pad_token_id=PAD_ID, dim=HIDDEN, n_heads=HEADS, n_layers=num_layers,
+                    hidden_dim=INTERMEDIATE, dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0,
+                    max_position_embeddings=64)
+    if model_type == "gpt2":
+        return dict(vocab_size=VOCAB, pad_token_id=PAD_ID, bos_token_id=1, eos_token_id=2, n_embd=HIDDEN, n_head=HEADS,
+                    n_layer=num_layers,
+                    n_inner=INTERMEDIATE, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    if model_type == "gpt_neo":
+        return dict(vocab_size=VOCAB, pad_token_id=PAD_ID, hidden_size=HIDDEN, num_heads=HEADS, num_layers=num_layers,
+                    intermediate_size=INTERMEDIATE, attention_types=[[["global", "local"], max(1, num_layers // 2)]]
+                    if num_layers % 2 == 0 else [[["global"], num_layers]], window_size=4,
+                    max_position_embeddings=64, resid_dropout=0.0, embed_dropout=0.0, attention_dropout=0.0)
+    if model_type == "gpt_neox":
+        return dict(vocab_size=VOCAB, pad_token_id=PAD_ID, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                    num_hidden_layers=num_layers, intermediate_size=INTERMEDIATE, max_position_embeddings=64,
+                    hidden_dropout=0.0, attention_dropout=0.0)
+    if model_type == "opt":
+        return dict(vocab_size=VOCAB, pad_token_id=PAD_ID, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                    num_hidden_layers=num_layers, ffn_dim=INTERMEDIATE, word_embed_proj_dim=HIDDEN,
+                    max_position_embeddings=64, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    if model_type in ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3"):
+        kwargs = dict(vocab_size=VOCAB, pad_token_id=PAD_ID, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                      num_hidden_layers=num_layers, intermediate_size=INTERMEDIATE, num_key_value_heads=2,
+                      max_position_embeddings=64, attention_dropout=0.0)
+        if model_type == "gemma":
+            kwargs.update(num_key_value_heads=1, head_dim=12)
+        if model_type == "qwen3":
+            kwargs.update(head_dim=16)
+        if model_type in ("mistral", "qwen2", "qwen3"):
+            kwargs.update(sliding_window=None)
+        if model_type == "phi3":
+            kwargs.update(resid_pdrop=0.0, embd_pdrop=0.0, original_max_position_embeddings=64, bos_token_id=1,
+                          eos_token_id=2)
+        return kwargs
+    raise KeyError(f"no tiny config for model_type {model_type!r}")
+
+
+# Larger than the usual 0.02, so that ablating one head visibly moves the logits of a 2-layer model.
+INIT_STD = 0.15
+
+
+def tiny_config(model_type: str, num_layers: int = LAYERS, **overrides):
+    init = {"init_std" if model_type == "opt" else "initializer_range": INIT_STD}
+    return AutoConfig.for_model(model_type, **{**init, **config_kwargs(model_type, num_layers), **overrides})
+
+
+def tiny_model(model_type: str, task: str = "seq_cls", attn_implementation: str = "eager", seed: int = 0,
+               num_layers: int = LAYERS, dtype: torch.dtype | None = None, **overrides):
+    """A tiny random model of `model_type` in eval mode. `task`: "seq_cls" (3 labels) or "causal_lm".
+
+    Models are built once per argument set and deep-copied, so every call returns a fresh, unshared model."""
+    key = (model_type, task, attn_implementation, seed, num_layers, dtype, tuple(sorted(overrides.items())))
+    return copy.deepcopy(_pristine(key))
+
+
+@functools.lru_cache(maxsize=None)
+def _pristine(key):
+    model_type, task, attn_implementation, seed, num_layers, dtype, overrides = key
+    return _build(model_type, task, attn_implementation, seed, num_layers, dtype, **dict(overrides))
+
+
+def _build(model_type, task, attn_implementation, seed, num_layers, dtype, **overrides):
+    config = tiny_config(model_type, num_layers, **overrides)
+    if task == "seq_cls" and model_type not in CAUSAL_ONLY:
+        config.num_labels = 3
+        auto = AutoModelForSequenceClassification
+    elif task in ("causal_lm", "seq_cls"):
+        auto = AutoModelForCausalLM
+    else:
+        raise ValueError(f"unknown task {task!r}")
+    torch.manual_seed(seed)
+    kwargs = {"attn_implementation": attn_implementation}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    model = auto.from_config(config, **kwargs)
+    _randomize_norms(model, seed)
+    model.eval()
+    return model
+
+
+def _randomize_norms(model: torch.nn.Module, seed: int) -> None:
+    """Give biases and norm weights non-trivial values (fresh models initialize many of them to 0/1), so a bug
+    that drops a bias or a mean term can not hide behind a zero."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias") or "norm" in name.lower() or "ln_" in name:
+                parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
+                               .to(parameter.dtype))
+
+
+def supports_sdpa(model_type: str) -> bool:
+    """Whether the model class can be built with attn_implementation='sdpa'."""
+    try:
+        tiny_model(model_type, attn_implementation="sdpa")
+    except (ValueError, ImportError):
+        return False
+    return True
+
+
+def layers_of(model, model_type: str):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return list(base.base_model.get_submodule(HOOK_SITES[model_type][0]))
+
+
+def attention_output(model, model_type: str, layer: int) -> torch.nn.Module:
+    return layers_of(model, model_type)[layer].get_submodule(HOOK_SITES[model_type][1])
+
+
+def mlp_output(model, model_type: str, layer: int) -> torch.nn.Module:
+    return layers_of(model, model_type)[layer].get_submodule(HOOK_SITES[model_type][2])
+
+
+def hooked_modules(model, model_type: str) -> list[torch.nn.Module]:
+    n = len(layers_of(model, model_type))
+    return [attention_output(model, model_type, i) for i in range(n)] + [mlp_output(model, model_type, i)
+                                                                         for i in range(n)]
+
+
+def make_batch(model_type: str, batch_size: int = 3, seq_len: int = 7, padding: str = "right", seed: int = 0,
+               lengths: list[int] | None = None) -> dict[str, torch.Tensor]:
+    """Random token ids with an attention mask; examples have different lengths (padded `padding`-side)."""
+    generator = torch.Generator().manual_seed(seed)
+    pad_id = config_kwargs(model_type).get("pad_token_id", PAD_ID)
+    low = 3  # avoid special/padding ids
+    input_ids = torch.randint(low, VOCAB, (batch_size, seq_len), generator=generator)
+    if lengths is None:
+        lengths = [seq_len - (i % 3) * 2 for i in range(batch_size)]
+    attention_mask = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    for i, length in enumerate(lengths):
+        if padding == "right":
+            attention_mask[i, :length] = 1
+        elif padding == "left":
+            attention_mask[i, seq_len - length:] = 1
+        else:
+            raise ValueError(padding)
+    input_ids = input_ids.masked_fill(attention_mask == 0, pad_id)
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def logits_of(model, batch) -> torch.Tensor:
+    with torch.no_grad():
+        return model(**batch).logits
+
+
+def is_conv1d(module: torch.nn.Module) -> bool:
+    return type(module).__name__ == "Conv1D"
+
+
+def linear_weight_in_out(module: torch.nn.Module) -> torch.Tensor:
+    """The projection's weight as [out, in] (a view for Linear; a transposed view for GPT-2's Conv1D)."""
+    return module.weight.t() if is_conv1d(module) else module.weight
+
+
+# ---------------------------------------------------------------- independent references (weight edits, own hooks)
+def _weight(module: torch.nn.Module) -> torch.Tensor:
+    return module.weight
+
+
+@torch.no_grad()
+def zero_head_inputs(module: torch.nn.Module, heads, head_dim: int) -> None:
+    """Zero the input columns of `heads` of a projection (rows for GPT-2's Conv1D, whose weight is [in, out])."""
+    for head in heads:
+        cols = slice(head * head_dim, (head + 1) * head_dim)
+        if is_conv1d(module):
+            module.weight[cols, :] = 0
+        else:
+            module.weight[:, cols] = 0
+
+
+def _ensure_bias(module: torch.nn.Module) -> torch.Tensor:
+    if getattr(module, "bias", None) is None:
+        out = module.weight.shape[1] if is_conv1d(module) else module.weight.shape[0]
+        module.bias = torch.nn.Parameter(torch.zeros(out, dtype=module.weight.dtype, device=module.weight.device),
+                                         requires_grad=False)
+    return module.bias
+
+
+@torch.no_grad()
+def mean_ablate_head_by_weights(module: torch.nn.Module, head: int, head_dim: int, mu: torch.Tensor) -> None:
+    """Make `module` behave as if head `head`'s input slice were the constant `mu`: zero the slice's columns and
+    add their contribution W[:, cols] @ mu to the bias (a bias is created when the projection has none)."""
+    cols = slice(head * head_dim, (head + 1) * head_dim)
+    bias = _ensure_bias(module)
+    w = module.weight.double()
+    contribution = (mu.double() @ w[cols, :]) if is_conv1d(module) else (w[:, cols] @ mu.double())
+    bias.add_(contribution.to(bias.dtype))
+    zero_head_inputs(module, [head], head_dim)
+
+
+@torch.no_grad()
+def constant_output(module: torch.nn.Module, value: torch.Tensor) -> None:
+    """Make a projection output the constant `value` whatever its input (weight 0, bias = value)."""
+    module.weight.zero_()
+    bias = _ensure_bias(module)
+    bias.copy_(value.to(bias.dtype))
+
+
+class ManualMeans:
+    """Own hooks on a model's projections: fp64 sums of the attention output projections' inputs and the MLP output
+    projections' outputs over the positions whose attention_mask is 1."""
+
+    def __init__(self, model, model_type: str) -> None:
+        self.model, self.model_type = model, model_type
+        self.n = len(layers_of(model, model_type))
+        self.head_sums = [0.0] * self.n
+        self.mlp_sums = [0.0] * self.n
+        self.count = 0
+        self.mask = None
+
+    def _weights(self, x):
+        if self.mask is None:
+            return torch.ones(x.shape[:-1], dtype=torch.float64)
+        return self.mask.reshape(x.shape[:-1]).double()
+
+    @torch.no_grad()
+    def run(self, batches):
+        handles = []
+        for i in range(self.n):
+            def pre(module, args, i=i):
+                x = args[0].double()
+                self.head_sums[i] = self.head_sums[i] + (x * self._weights(x).unsqueeze(-1)).reshape(-1, x.shape[-1]).sum(0)
+
+            def post(module, args, output, i=i):
+                y = output.double()  # OPT's fc2 sees [batch * seq, hidden]
+                self.mlp_sums[i] = self.mlp_sums[i] + (y * self._weights(y).unsqueeze(-1)).reshape(-1, y.shape[-1]).sum(0)
+            handles.append(attention_output(self.model, self.model_type, i).register_forward_pre_hook(pre))
+            handles.append(mlp_output(self.model, self.model_type, i).register_forward_hook(post))
+        try:
+            for batch in batches:
+                self.mask = batch.get("attention_mask")
+                self.count += int(self.mask.sum()) if self.mask is not None else batch["input_ids"].numel()
+                self.model(**batch)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return self
+
+    def heads(self) -> torch.Tensor:
+        """[num_layers, num_heads, head_dim] in fp64."""
+        return torch.stack([s / self.count for s in self.head_sums]).view(self.n, HEADS, -1)
+
+    def mlps(self) -> torch.Tensor:
+        return torch.stack([s / self.count for s in self.mlp_sums])
+
+
+__all__ = ["one_torch_thread", "zero_head_inputs", "mean_ablate_head_by_weights", "constant_output", "ManualMeans","MODEL_TYPES", "EAGER_ONLY", "HOOK_SITES", "HEAD_DIM", "layers_of", "attention_output", "mlp_output",
+           "hooked_modules", "tiny_model", "tiny_config", "config_kwargs", "make_batch", "logits_of", "supports_sdpa",
+           "is_conv1d", "linear_weight_in_out", "transformers"]
