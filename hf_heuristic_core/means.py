@@ -64,8 +64,11 @@ def model_input_names(model: nn.Module) -> set[str]:
     return set(parameters)
 
 
-def iterate_batches(data: Any, batch_size: int, pad_token_id: int, collate_fn=None) -> tuple[Iterator[Mapping], int | None]:
-    """Batches from a `datasets.Dataset`, a `DataLoader`, a single dict, or any iterable of dicts of tensors."""
+def iterate_batches(data: Any, batch_size: int, pad_token_id: int, collate_fn=None,
+                    extra_columns: tuple[str, ...] = ()) -> tuple[Iterator[Mapping], int | None]:
+    """Batches from a `datasets.Dataset`, a `DataLoader`, a single dict, or any iterable of dicts of tensors.
+
+    From a Dataset only the model inputs (plus `extra_columns`, e.g. labels) are kept."""
     try:
         import datasets
     except ImportError:  # pragma: no cover - datasets is a dependency
@@ -76,7 +79,8 @@ def iterate_batches(data: Any, batch_size: int, pad_token_id: int, collate_fn=No
         if "input_ids" not in data.column_names:
             raise ValueError(f"compute_means needs tokenized data with an 'input_ids' column; the dataset has "
                              f"{data.column_names}. Tokenize it first, e.g. dataset.map(tokenizer_fn, batched=True).")
-        columns = [c for c in ("input_ids", "attention_mask", "token_type_ids") if c in data.column_names]
+        columns = [c for c in ("input_ids", "attention_mask", "token_type_ids", *extra_columns)
+                   if c in data.column_names]
         loader = torch.utils.data.DataLoader(data.select_columns(columns), batch_size=batch_size, shuffle=False,
                                              collate_fn=collate_fn or PadCollator(pad_token_id))
         return iter(loader), len(loader)
@@ -94,6 +98,9 @@ class PadCollator:
         length = max(len(row["input_ids"]) for row in rows)
         batch: dict[str, torch.Tensor] = {}
         for key in rows[0]:
+            if not isinstance(rows[0][key], (list, tuple)):
+                batch[key] = torch.tensor([row[key] for row in rows])
+                continue
             pad = self.pad_token_id if key == "input_ids" else 0
             batch[key] = torch.tensor([list(row[key]) + [pad] * (length - len(row[key])) for row in rows])
         if "attention_mask" not in batch:
