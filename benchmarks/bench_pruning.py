@@ -15,7 +15,6 @@ import argparse
 import copy
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -117,10 +116,21 @@ def teacher_cost(name: str, batch: int, seq: int, repeats: int) -> dict[str, flo
     return {"cached_teacher_step_s": t_cached, "two_model_step_s": t_copy, "ratio": t_cached / t_copy}
 
 
-def peak_memory_child(name: str, batch: int, seq: int, setup: str) -> None:
+def _status_mib(field: str) -> float:
+    """VmHWM / VmRSS of this process (ru_maxrss would carry the parent's high-water mark across exec)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def peak_memory_child(name: str, batch: int, seq: int, setup: str, checkpointing: bool) -> None:
     """Runs in a fresh process: one model (same-model teacher) or two copies; prints peak RSS in MiB."""
-    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    baseline = _status_mib("VmRSS")
     model = load(name)
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     inputs = batch_for(model, batch, seq)
     teacher_copy = copy.deepcopy(model).eval().requires_grad_(False) if setup == "two_copies" else None
     prunable = wrapped(model, inputs)
@@ -133,15 +143,16 @@ def peak_memory_child(name: str, batch: int, seq: int, setup: str) -> None:
                 with prunable.masks_disabled():
                     teacher = prunable(**inputs).logits
         kl_to_teacher(prunable(**inputs).logits, teacher).backward()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _status_mib("VmHWM")
     print(json.dumps({"peak_rss_mib": peak, "after_imports_rss_mib": baseline}))
 
 
-def peak_memory(name: str, batch: int, seq: int) -> dict[str, float]:
+def peak_memory(name: str, batch: int, seq: int, checkpointing: bool = False) -> dict[str, float]:
     results = {}
     for setup in ("same_model", "two_copies"):
-        output = subprocess.run([sys.executable, __file__, "--child", setup, "--models", name, "--batch", str(batch),
-                                 "--seq", str(seq)], check=True, capture_output=True, text=True).stdout
+        command = [sys.executable, __file__, "--child", setup, "--models", name, "--batch", str(batch),
+                   "--seq", str(seq)] + (["--gradient-checkpointing"] if checkpointing else [])
+        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         results[setup] = json.loads(output.strip().splitlines()[-1])
     same, two = results["same_model"], results["two_copies"]
     return {"same_model_peak_mib": same["peak_rss_mib"], "two_copies_peak_mib": two["peak_rss_mib"],
@@ -156,19 +167,25 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--gradient-checkpointing", action="store_true",
+                        help="Memory benchmark with gradient checkpointing in both setups.")
+    parser.add_argument("--only", default="abc", help="Which benchmarks to run, e.g. 'c'.")
     parser.add_argument("--child", choices=["same_model", "two_copies"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        peak_memory_child(args.models, args.batch, args.seq, args.child)
+        peak_memory_child(args.models, args.batch, args.seq, args.child, args.gradient_checkpointing)
         return
     torch.set_num_threads(max(1, torch.get_num_threads()))
     report = {"torch_threads": torch.get_num_threads(), "batch": args.batch, "seq": args.seq}
     for name in args.models.split(","):
-        report[name] = {
-            "a_hook_overhead": hook_overhead(name, args.batch, args.seq, args.repeats),
-            "b_cached_vs_two_models": teacher_cost(name, args.batch, args.seq, args.repeats),
-            "c_peak_memory": peak_memory(name, args.batch, args.seq),
-        }
+        report[name] = {}
+        if "a" in args.only:
+            report[name]["a_hook_overhead"] = hook_overhead(name, args.batch, args.seq, args.repeats)
+        if "b" in args.only:
+            report[name]["b_cached_vs_two_models"] = teacher_cost(name, args.batch, args.seq, args.repeats)
+        if "c" in args.only:
+            report[name]["c_peak_memory"] = peak_memory(name, args.batch, args.seq)
+            report[name]["c_peak_memory_gradient_checkpointing"] = peak_memory(name, args.batch, args.seq, True)
         print(json.dumps({name: report[name]}, indent=2), flush=True)
     print(json.dumps(report))
 
