@@ -97,7 +97,8 @@ def evaluate_subnetwork(model: PrunableModel, eval_sets: Mapping[str, Any], mask
                         with model.masks_disabled():
                             full = model(**inputs).logits.float()
                         fresh.append(full.cpu())
-                    logits = model(**inputs).logits.float()
+                    # Under masks_disabled() the "subnetwork" is the full model: no second forward.
+                    logits = full if not model._masks_enabled else model(**inputs).logits.float()
                     kl_total += float(kl_to_teacher(logits, full)) * logits.shape[0]
                     agree += int((logits.argmax(-1) == full.argmax(-1)).sum())
                     count += logits.shape[0]

@@ -269,7 +269,7 @@ def _percent_axis(axis: Any, values: np.ndarray) -> None:
     mpl = _mpl()
     finite = values[np.isfinite(values)]
     if finite.size and finite.min() >= 0 and finite.max() <= 1:
-        axis.set_major_formatter(mpl.ticker.PercentFormatter(xmax=1, decimals=0))
+        axis.set_major_formatter(mpl.ticker.PercentFormatter(xmax=1, decimals=None))
 
 
 def _grid_shape(n: int, max_cols: int = 3) -> tuple[int, int]:
