@@ -11,12 +11,16 @@ import json
 import logging
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 logger = logging.getLogger("hf_heuristic_core")
 
 SUBCOMMANDS = {
+    "study": "The heuristic-core study end to end (fine-tune, track effective size, prune x seeds, analyze).",
     "prune": "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
+    "effective-size": "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
+    "analyze": "Report (tables, figures) of a folder of multi-seed pruning runs.",
 }
 
 
@@ -69,7 +73,36 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    return {"prune": prune_command}[command](rest)
+    return _command(command)(rest)
+
+
+def _command(name: str):
+    """Subcommands import their modules lazily, so `--help` stays fast."""
+    if name == "prune":
+        return prune_command
+    if name == "study":
+        return study_command
+    if name == "effective-size":
+        from .cli_effective_size import effective_size_command
+        return effective_size_command
+    from .cli_analyze import analyze_command
+    return analyze_command
+
+
+def study_command(argv: Sequence[str]) -> int:
+    from transformers import HfArgumentParser
+    from .study import StudyArguments, run_study
+    parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study", description=SUBCOMMANDS["study"])
+    (args,) = parser.parse_args_into_dataclasses(args=list(argv))
+    summary = run_study(args)
+    print(f"\nStudy written to {summary['output_dir']}:")
+    print(f"  report        {Path(summary['output_dir']) / 'report.md'} (and report.json)")
+    print(f"  analysis      {summary['analysis_report']} (figures next to it)")
+    print(f"  mask artifacts {summary['runs_dir']}/*/")
+    if summary.get("effective_size_file"):
+        print(f"  effective size {summary['effective_size_file']} (+ figure)")
+    print("  timings (s)   " + ", ".join(f"{k} {v:.0f}" for k, v in summary["timings_s"].items()))
+    return 0
 
 
 def prune_command(argv: Sequence[str]) -> int:

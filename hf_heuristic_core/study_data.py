@@ -13,7 +13,7 @@ from typing import Any
 
 import datasets
 
-from .data import generate_nli, hans_subsets, load_hans
+from .data import generate_nli, hans_subsets, load_hans, load_mnli
 from .data_loading import load_table
 
 TEXT_PAIRS = (("premise", "hypothesis"), ("sentence1", "sentence2"), ("question1", "question2"))
@@ -46,8 +46,8 @@ def build_study_data(train: str | None = None, id_eval: str | None = None, ood_e
         generated = generate_nli(train_size=train_size, id_eval_size=id_eval_size,
                                  ood_eval_size_per_subcase=ood_per_case,
                                  counter_heuristic_fraction=counter_heuristic_fraction, seed=seed)
-    train_set = load_table(train) if train else generated["train"]
-    id_sets = {"id": load_table(id_eval, split="validation") if id_eval else generated["id_eval"]}
+    train_set = _load_train(train) if train else generated["train"]
+    id_sets = _load_id(id_eval) if id_eval else {"id": generated["id_eval"]}
     if ood_eval:
         ood_sets = _load_ood(ood_eval, ood_per_case, seed)
     else:
@@ -57,6 +57,25 @@ def build_study_data(train: str | None = None, id_eval: str | None = None, ood_e
                    counter_heuristic_fraction if train is None else None, "seed": seed,
                    "ood_cases": {k: len(v) for k, v in ood_sets.items()}, "id_size": len(id_sets["id"])}
     return StudyData(train_set, id_sets, ood_sets, description)
+
+
+MNLI_IDS = ("mnli", "nyu-mll/glue", "glue", "nyu-mll/multi_nli", "multi_nli")
+
+
+def _load_train(spec: str) -> datasets.Dataset:
+    return load_mnli(_mnli_id(spec), split="train") if spec in MNLI_IDS else load_table(spec)
+
+
+def _load_id(spec: str) -> dict[str, datasets.Dataset]:
+    """MNLI gives two in-domain cases (matched, mismatched), as in the paper; anything else one."""
+    if spec in MNLI_IDS:
+        return {f"mnli_{split}": load_mnli(_mnli_id(spec), split=f"validation_{split}")
+                for split in ("matched", "mismatched")}
+    return {"id": load_table(spec, split="validation")}
+
+
+def _mnli_id(spec: str) -> str:
+    return "nyu-mll/glue" if spec in ("mnli", "glue") else spec
 
 
 def _load_ood(spec: str, per_case: int, seed: int) -> dict[str, datasets.Dataset]:

@@ -1,0 +1,74 @@
+"""A reduced `hf-heuristic-core study` (tiny step budget) end to end on the real MiniLM, and its resumability."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hf_heuristic_core.cli import main
+from hf_heuristic_core.study import StudyArguments
+
+pytestmark = pytest.mark.slow
+
+REDUCED = ["--train_size", "128", "--id_eval_size", "32", "--ood_per_case", "4", "--finetune_steps", "8",
+           "--checkpoint_every", "4", "--finetune_batch_size", "16", "--effective_size_steps", "12",
+           "--effective_size_sparsities", "0.2,0.5", "--sparsities", "0.5,0.7", "--seeds", "0,1", "--prune_steps",
+           "8", "--means_examples", "32", "--ablation_non_core_sample", "2", "--max_core_units", "2",
+           "--device", "cpu"]
+
+
+def test_reduced_study_end_to_end_and_resume(tmp_path, capsys):
+    out = tmp_path / "study"
+    assert main(["study", "--output_dir", str(out), *REDUCED]) == 0
+    printed = capsys.readouterr().out
+    assert "Study written to" in printed and str(out / "report.md") in printed
+
+    # Fine-tuning checkpoints and effective size (ID / OOD / mixed) per checkpoint.
+    assert sorted(p.name for p in (out / "finetune").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]
+    effective = json.loads((out / "finetune" / "effective_size.json").read_text())
+    text = json.dumps(effective)
+    for group in ("id", "ood", "mixed"):
+        assert f'"{group}"' in text
+    assert (out / "finetune" / "effective_size.png").is_file()
+
+    # Pruned at 2 sparsities x 2 seeds, each with a kilobyte mask artifact; analysis report and figures.
+    runs = sorted(p.name for p in (out / "runs").iterdir() if p.name.startswith("sp"))
+    assert runs == ["sp50-seed0", "sp50-seed1", "sp70-seed0", "sp70-seed1"]
+    for run in runs:
+        assert (out / "runs" / run / "masks.safetensors").stat().st_size < 100_000
+    report = (out / "report.md").read_text()
+    assert "## Effective size over fine-tuning" in report and "## Multi-seed analysis" in report
+    for figure in ("joint_frequency_sp50_sp70.png", "mask_grid_sp70.png", "ablation_table.png",
+                   "subnetwork_accuracies.png"):
+        assert (out / "report" / figure).is_file(), figure
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["study"]["groups"]["ood"] and summary["study"]["groups"]["id"] == ["id"]
+
+    # Re-running skips finished steps: no fine-tuning, no pruning, same masks.
+    before = {run: (out / "runs" / run / "masks.safetensors").read_bytes() for run in runs}
+    assert main(["study", "--output_dir", str(out), *REDUCED]) == 0
+    timings = json.loads((out / "report.json").read_text())["study"]["timings_s"]
+    assert "finetune" not in timings
+    assert timings["prune_many"] < 30
+    assert before == {run: (out / "runs" / run / "masks.safetensors").read_bytes() for run in runs}
+
+
+def test_study_config_file_and_bad_values(tmp_path):
+    config = tmp_path / "paper.yaml"
+    config.write_text("model: bert-base-cased\nsparsities: [0.5, 0.7]\nseeds: [42, 43]\npruning_recipe: paper\n")
+    args = StudyArguments(config=str(config))
+    assert args.model == "bert-base-cased" and args.floats(args.sparsities) == [0.5, 0.7]
+    assert args.ints(args.seeds) == [42, 43] and args.pruning_recipe == "paper"
+    config.write_text("modle: x\n")
+    with pytest.raises(ValueError, match="unknown study field"):
+        StudyArguments(config=str(config))
+    with pytest.raises(ValueError, match="--finetune must be"):
+        StudyArguments(finetune="sometimes")
+
+
+def test_paper_config_parses():
+    from pathlib import Path
+    args = StudyArguments(config=str(Path(__file__).resolve().parents[1] / "examples" / "paper_bert_mnli.yaml"))
+    assert args.model == "bert-base-cased" and args.pruning_recipe == "paper" and args.num_labels == 3
+    assert len(args.ints(args.seeds)) == 12 and args.prune_steps == 9300
