@@ -54,7 +54,7 @@ class StudyArguments:
     finetune_steps: int = field(default=240, metadata={"help": "Fine-tuning steps."})
     finetune_batch_size: int = field(default=32, metadata={"help": "Fine-tuning batch size."})
     finetune_learning_rate: float = field(default=5e-5, metadata={"help": "Fine-tuning learning rate."})
-    checkpoint_every: int = field(default=30, metadata={"help": "Save a checkpoint every N fine-tuning steps."})
+    checkpoint_every: int = field(default=40, metadata={"help": "Save a checkpoint every N fine-tuning steps."})
     track_effective_size: bool = field(default=True, metadata={"help": "Track effective size over checkpoints."})
     effective_size_sparsities: str = field(default="0.1,0.2,0.3,0.4,0.5,0.6,0.7", metadata={
         "help": "Sparsity levels of the effective-size search."})
@@ -159,6 +159,9 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     groups = data.cases
     collator = transformers.DataCollatorWithPadding(tokenizer)
     train_inputs = train.remove_columns("labels")
+    # Pruning runs see steps x batch examples; caching teacher logits for more would only cost time.
+    search_inputs = _head(train_inputs, args.effective_size_steps * args.prune_batch_size)
+    prune_inputs = _head(train_inputs, args.prune_steps * args.prune_batch_size)
 
     # 1. Fine-tune, with checkpoints and effective-size tracking.
     finetune_dir = out / "finetune"
@@ -166,7 +169,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     if _needs_finetuning(args, source):
         if not _done(final_dir / "done.json"):
             t0 = time.time()
-            _finetune(args, source, train, eval_sets, groups, train_inputs, collator, tokenizer, finetune_dir)
+            _finetune(args, source, train, eval_sets, groups, search_inputs, collator, tokenizer, finetune_dir)
             timings["finetune"] = time.time() - t0
         model_path = final_dir
     else:
@@ -175,7 +178,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     if args.track_effective_size and (finetune_dir / "effective_size.json").exists() or \
             (args.track_effective_size and any(finetune_dir.glob("checkpoint-*"))):
         t0 = time.time()
-        effective = _track(args, finetune_dir, train_inputs, eval_sets, groups, collator)
+        effective = _track(args, finetune_dir, search_inputs, eval_sets, groups, collator)
         timings["effective_size"] = time.time() - t0
 
     # 2. Prune the final model at two sparsities x seeds.
@@ -187,7 +190,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
                  "max_steps": args.prune_steps, "sparsity_warmup_steps": max(1, args.prune_steps // 2),
                  "per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu,
                  "report_to": "none", "save_strategy": "no", "disable_tqdm": True, "logging_steps": 50}
-    runs = prune_many(str(model_path), train_inputs, eval_sets, out / "runs", args.floats(args.sparsities),
+    runs = prune_many(str(model_path), prune_inputs, eval_sets, out / "runs", args.floats(args.sparsities),
                       args.ints(args.seeds), pruning_config=recipe_config, pruning_overrides=overrides,
                       data_collator=collator, tokenizer=tokenizer, means_examples=args.means_examples,
                       data_spec=_data_spec(args))
@@ -209,6 +212,10 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
                "analysis_report": str(out / "report" / "report.md")}
     write_study_report(out, summary, effective, report, runs)
     return summary
+
+
+def _head(dataset, count: int):
+    return dataset.select(range(min(len(dataset), max(count, 1))))
 
 
 def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, tokenizer, finetune_dir: Path) -> None:
