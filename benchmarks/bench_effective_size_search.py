@@ -1,0 +1,195 @@
+"""Effective size over fine-tuning checkpoints: the paper's grid vs the single climbing run, on a real fine-tuning run.
+
+MiniLM (all-MiniLM-L6-v2, real weights) is fine-tuned on `generate_nli` data with a checkpoint every `--save-steps`
+steps; at every checkpoint the effective size (ID / OOD / mixed) is computed with each strategy through the public
+`track_effective_size` (one results file per strategy, checkpoints in lockstep, so an interrupted benchmark resumes).
+Reported, for each cheap strategy against the grid: on what fraction of checkpoints they agree within one grid step
+(per group, and for all groups at once), and the ratio of pruning steps.
+
+    python benchmarks/bench_effective_size_search.py --output bench_effective_size.json [--workdir DIR]
+
+The strategies can run in separate processes sharing one --workdir (e.g. `--strategies grid` and
+`--strategies climb,nested` side by side on two cores); `--summarize` then only reads the results files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from hf_heuristic_core import generate_nli, hans_subsets  # noqa: E402
+from hf_heuristic_core.io_utils import atomic_write_text  # noqa: E402
+from hf_heuristic_core.offline_models import minilm_path  # noqa: E402
+from hf_heuristic_core.search import ClimbSchedule  # noqa: E402
+from hf_heuristic_core.tracking import EffectiveSizeResults, find_checkpoints, track_effective_size  # noqa: E402
+
+logger = logging.getLogger("bench_effective_size_search")
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", required=True, help="JSON file for the results")
+    parser.add_argument("--workdir", default="bench_effective_size_run", help="fine-tuning run and results files")
+    parser.add_argument("--finetune-steps", type=int, default=400)
+    parser.add_argument("--save-steps", type=int, default=40)
+    parser.add_argument("--finetune-lr", type=float, default=1e-4)
+    parser.add_argument("--train-size", type=int, default=2048)
+    parser.add_argument("--id-size", type=int, default=500)
+    parser.add_argument("--ood-size", type=int, default=64, help="OOD examples per subcase")
+    parser.add_argument("--prune-examples", type=int, default=1024, help="training examples used for pruning")
+    parser.add_argument("--max-length", type=int, default=40)
+    parser.add_argument("--sparsities", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7")
+    parser.add_argument("--grid-steps", type=int, default=150, help="pruning steps per grid run")
+    parser.add_argument("--ramp-steps", type=int, default=ClimbSchedule.ramp_steps)
+    parser.add_argument("--settle-steps", type=int, default=ClimbSchedule.settle_steps)
+    parser.add_argument("--max-wait-steps", type=int, default=ClimbSchedule.max_wait_steps)
+    parser.add_argument("--climb-overrides", default="{}", help="JSON of PruningArguments fields for the climb")
+    parser.add_argument("--strategies", default="nested,climb,grid")
+    parser.add_argument("--nested-steps", type=int, default=100, help="pruning steps of the nested run")
+    parser.add_argument("--summarize", action="store_true", help="only summarize the existing results files")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--finetune-only", action="store_true", help="only make the checkpoints")
+    return parser.parse_args()
+
+
+def fine_tune(args: argparse.Namespace, data, tokenizer, run_dir: Path) -> None:
+    """MiniLM with a fresh 2-way head, checkpoints every `save_steps` steps (weights only)."""
+    if len(find_checkpoints(run_dir)) if run_dir.is_dir() else 0:
+        logger.info("reusing the checkpoints in %s", run_dir)
+        return
+    torch.manual_seed(args.seed)
+    train = tokenize(data["train"], tokenizer, args.max_length)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(minilm_path(), num_labels=2)
+    training = transformers.TrainingArguments(
+        output_dir=str(run_dir), max_steps=args.finetune_steps, per_device_train_batch_size=16,
+        learning_rate=args.finetune_lr, warmup_steps=20, save_strategy="steps", save_steps=args.save_steps,
+        save_only_model=True, logging_steps=args.save_steps, report_to="none", use_cpu=True, disable_tqdm=True,
+        seed=args.seed)
+    started = time.perf_counter()
+    transformers.Trainer(model=model, args=training, train_dataset=train, processing_class=tokenizer,
+                         data_collator=transformers.DataCollatorWithPadding(tokenizer)).train()
+    logger.info("fine-tuned %d steps in %.0f s", args.finetune_steps, time.perf_counter() - started)
+
+
+def tokenize(dataset, tokenizer, max_length: int, keep_labels: bool = True):
+    tokens = dataset.map(lambda b: tokenizer(b["premise"], b["hypothesis"], truncation=True, max_length=max_length),
+                         batched=True, remove_columns=[c for c in dataset.column_names if c != "label"])
+    return tokens.rename_column("label", "labels") if keep_labels else tokens.remove_columns("label")
+
+
+def agreement(results: dict[str, EffectiveSizeResults], step_size: float) -> dict:
+    """Each cheap strategy against the grid, on the checkpoints both have."""
+    grid = results["grid"]
+    groups = list(grid.settings["groups"])
+    summary: dict = {"step_size": step_size, "strategies": {}}
+    for name, cheap in results.items():
+        if name == "grid":
+            continue
+        steps = sorted(cheap.done_steps() & grid.done_steps())
+        if not steps:
+            continue
+
+        def gap(step: int, group: str) -> float:
+            return abs(cheap.entries[step]["effective_size"][group] - grid.entries[step]["effective_size"][group])
+
+        grid_cost = sum(grid.entries[s]["cost_steps"] for s in steps)
+        cheap_cost = sum(cheap.entries[s]["cost_steps"] for s in steps)
+        summary["strategies"][name] = {
+            "checkpoints_compared": len(steps),
+            "within_one_step_per_group": {g: sum(gap(s, g) <= step_size + 1e-9 for s in steps) / len(steps)
+                                          for g in groups},
+            "within_one_step_all_groups": sum(all(gap(s, g) <= step_size + 1e-9 for g in groups)
+                                              for s in steps) / len(steps),
+            "identical_per_group": {g: sum(gap(s, g) < 1e-9 for s in steps) / len(steps) for g in groups},
+            "mean_abs_difference_per_group": {g: sum(gap(s, g) for s in steps) / len(steps) for g in groups},
+            "pruning_steps": {"grid": grid_cost, name: cheap_cost},
+            "pruning_step_ratio": grid_cost / max(cheap_cost, 1),
+            "search_wall_seconds": {"grid": sum(grid.entries[s]["wall_seconds"] for s in steps),
+                                    name: sum(cheap.entries[s]["wall_seconds"] for s in steps)},
+        }
+    steps = sorted(set.intersection(*(r.done_steps() for r in results.values())))
+    summary["per_checkpoint"] = [
+        {"step": s, "full_accuracy": grid.entries[s]["full_accuracy_by_group"],
+         **{f"{name}/{g}": r.entries[s]["effective_size"][g] for name, r in results.items() for g in groups},
+         **{f"{name}/cost": r.entries[s]["cost_steps"] for name, r in results.items()}} for s in steps]
+    return summary
+
+
+def write_summary(args: argparse.Namespace, workdir: Path, step_size: float) -> dict | None:
+    results = {}
+    for strategy in ("grid", "climb", "nested"):
+        file = workdir / f"effective_size_{strategy}.json"
+        if file.is_file():
+            results[strategy] = EffectiveSizeResults.load(file)
+    if "grid" not in results or len(results) < 2:
+        return None
+    summary = {"command": vars(args), "device": "cpu", **agreement(results, step_size)}
+    atomic_write_text(Path(args.output), json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def main() -> None:
+    args = parse()
+    logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO)
+    for noisy in ("transformers", "datasets", "hf_heuristic_core.search"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    torch.set_num_threads(args.threads)
+    workdir = Path(args.workdir)
+    run_dir = workdir / "finetune"
+    sparsities = [float(x) for x in args.sparsities.split(",")]
+    step_size = min(b - a for a, b in zip(sparsities, sparsities[1:])) if len(sparsities) > 1 else 1.0
+    if args.summarize:
+        summary = write_summary(args, workdir, step_size)
+        print(json.dumps({k: v for k, v in (summary or {}).items() if k != "per_checkpoint"}, indent=1))
+        return
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_path())
+    data = generate_nli(train_size=args.train_size, id_eval_size=args.id_size,
+                        ood_eval_size_per_subcase=args.ood_size, seed=args.seed)
+    fine_tune(args, data, tokenizer, run_dir)
+    if args.finetune_only:
+        return
+
+    prune_train = tokenize(data["train"].select(range(min(args.prune_examples, args.train_size))), tokenizer,
+                           args.max_length, keep_labels=False)
+    eval_sets = {"id": tokenize(data["id_eval"], tokenizer, args.max_length)}
+    for name, subset in hans_subsets(data["ood_eval"]).items():
+        eval_sets[name] = tokenize(subset, tokenizer, args.max_length)
+    groups = {"ID": ["id"], "OOD": [n for n in eval_sets if n != "id"], "mixed": list(eval_sets)}
+    climb = ClimbSchedule(ramp_steps=args.ramp_steps, settle_steps=args.settle_steps,
+                          max_wait_steps=args.max_wait_steps)
+    common = {"sparsities": sparsities, "collate_fn": transformers.DataCollatorWithPadding(tokenizer),
+              "show_progress": False, "figure": True, "climb": climb}
+    per_strategy = {"grid": {"steps_per_run": args.grid_steps}, "nested": {"steps_per_run": args.nested_steps},
+                    "climb": {"pruning_overrides": json.loads(args.climb_overrides)}}
+    strategies = args.strategies.split(",")
+    checkpoints = find_checkpoints(run_dir)
+    logger.info("%d checkpoints; %d eval cases; strategies %s", len(checkpoints), len(eval_sets), strategies)
+    for index, (step, _) in enumerate(checkpoints):
+        for strategy in strategies:
+            results = track_effective_size(
+                run_dir, prune_train, eval_sets, groups, strategy=strategy,
+                results_file=workdir / f"effective_size_{strategy}.json", max_checkpoints=1,
+                **per_strategy[strategy], **common)
+            entry = results.entries.get(step, {})
+            logger.info("[%d/%d] step %d %-6s effective size %s, %s pruning steps, %.0f s", index + 1,
+                        len(checkpoints), step, strategy,
+                        {g: round(v, 2) for g, v in entry.get("effective_size", {}).items()},
+                        entry.get("cost_steps"), entry.get("wall_seconds", 0.0))
+        write_summary(args, workdir, step_size)
+    summary = write_summary(args, workdir, step_size)
+    if summary:
+        print(json.dumps({k: v for k, v in summary.items() if k != "per_checkpoint"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
