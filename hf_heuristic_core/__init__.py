@@ -9,6 +9,7 @@ from .architectures import ARCHITECTURES, ArchitectureMap, resolve_architecture,
 from .arguments import PruningArguments
 from .artifacts import MaskArtifact, read_artifact
 from .attention_patterns import AttentionUnavailableError, attention_shares, collect_attention_shares
+from .callbacks import EffectiveSizeCallback
 from .config import PruningConfig
 from .data import collapse_nli_predictions, generate_nli, hans_subsets, load_hans, load_mnli, load_paws, load_qqp
 from .evaluation import evaluate_subnetwork, full_model_accuracy
@@ -20,11 +21,15 @@ from .mask_stats import (CoreResult, MaskStatsError, core, head_frequency, inver
                          mlp_frequency, random_from_complement, random_like, spearman, unit_frequency)
 from .model import PrunableModel
 from .report import analyze
+from .search import ClimbSchedule, EffectiveSizeSearch, search_effective_size
+from .tracking import EffectiveSizeResults, track_effective_size
 from .trainer import PruningTrainer, TeacherCache, kl_to_teacher
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClimbSchedule", "EffectiveSizeCallback", "EffectiveSizeResults", "EffectiveSizeSearch", "search_effective_size",
+    "track_effective_size",
     "AblationTable", "AttentionUnavailableError", "PruneManyResult", "ablation_table", "analyze",
     "attention_shares", "collect_attention_shares", "datasets_from_spec", "evaluate_subnetwork",
     "full_model_accuracy", "prune_many",
