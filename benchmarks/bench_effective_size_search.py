@@ -57,7 +57,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--nested-steps", type=int, default=100, help="pruning steps of the nested run")
     parser.add_argument("--summarize", action="store_true", help="only summarize the existing results files")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="data and fine-tuning seed")
+    parser.add_argument("--pruning-seeds", default="0", help="pruning seeds of every strategy, e.g. 0,1,2")
+    parser.add_argument("--tag", default="", help="suffix of the results files, e.g. _seed1 for a second grid "
+                                                  "(compared with the grid like a cheap strategy: the noise floor)")
     parser.add_argument("--finetune-only", action="store_true", help="only make the checkpoints")
     return parser.parse_args()
 
@@ -117,20 +120,18 @@ def agreement(results: dict[str, EffectiveSizeResults], step_size: float) -> dic
             "search_wall_seconds": {"grid": sum(grid.entries[s]["wall_seconds"] for s in steps),
                                     name: sum(cheap.entries[s]["wall_seconds"] for s in steps)},
         }
-    steps = sorted(set.intersection(*(r.done_steps() for r in results.values())))
     summary["per_checkpoint"] = [
         {"step": s, "full_accuracy": grid.entries[s]["full_accuracy_by_group"],
-         **{f"{name}/{g}": r.entries[s]["effective_size"][g] for name, r in results.items() for g in groups},
-         **{f"{name}/cost": r.entries[s]["cost_steps"] for name, r in results.items()}} for s in steps]
+         **{f"{name}/{g}": r.entries[s]["effective_size"][g] for name, r in results.items() if s in r.done_steps()
+            for g in groups},
+         **{f"{name}/cost": r.entries[s]["cost_steps"] for name, r in results.items() if s in r.done_steps()}}
+        for s in sorted(grid.done_steps())]
     return summary
 
 
 def write_summary(args: argparse.Namespace, workdir: Path, step_size: float) -> dict | None:
-    results = {}
-    for strategy in ("grid", "climb", "nested"):
-        file = workdir / f"effective_size_{strategy}.json"
-        if file.is_file():
-            results[strategy] = EffectiveSizeResults.load(file)
+    results = {file.stem.removeprefix("effective_size_"): EffectiveSizeResults.load(file)
+               for file in sorted(workdir.glob("effective_size_*.json"))}
     if "grid" not in results or len(results) < 2:
         return None
     summary = {"command": vars(args), "device": "cpu", **agreement(results, step_size)}
@@ -167,24 +168,27 @@ def main() -> None:
     groups = {"ID": ["id"], "OOD": [n for n in eval_sets if n != "id"], "mixed": list(eval_sets)}
     climb = ClimbSchedule(ramp_steps=args.ramp_steps, settle_steps=args.settle_steps,
                           max_wait_steps=args.max_wait_steps)
-    common = {"sparsities": sparsities, "collate_fn": transformers.DataCollatorWithPadding(tokenizer),
+    common = {"sparsities": sparsities, "seeds": [int(x) for x in args.pruning_seeds.split(",")],
+              "collate_fn": transformers.DataCollatorWithPadding(tokenizer),
               "show_progress": False, "figure": True, "climb": climb}
     per_strategy = {"grid": {"steps_per_run": args.grid_steps}, "nested": {"steps_per_run": args.nested_steps},
                     "climb": {"pruning_overrides": json.loads(args.climb_overrides)}}
     strategies = args.strategies.split(",")
     checkpoints = find_checkpoints(run_dir)
     logger.info("%d checkpoints; %d eval cases; strategies %s", len(checkpoints), len(eval_sets), strategies)
-    for index, (step, _) in enumerate(checkpoints):
+    for index in range(len(checkpoints)):
         for strategy in strategies:
+            file = workdir / f"effective_size_{strategy}{args.tag}.json"
+            before = EffectiveSizeResults.load(file).done_steps() if file.is_file() else set()
             results = track_effective_size(
-                run_dir, prune_train, eval_sets, groups, strategy=strategy,
-                results_file=workdir / f"effective_size_{strategy}.json", max_checkpoints=1,
+                run_dir, prune_train, eval_sets, groups, strategy=strategy, results_file=file, max_checkpoints=1,
                 **per_strategy[strategy], **common)
-            entry = results.entries.get(step, {})
-            logger.info("[%d/%d] step %d %-6s effective size %s, %s pruning steps, %.0f s", index + 1,
-                        len(checkpoints), step, strategy,
-                        {g: round(v, 2) for g, v in entry.get("effective_size", {}).items()},
-                        entry.get("cost_steps"), entry.get("wall_seconds", 0.0))
+            for step in sorted(results.done_steps() - before):
+                entry = results.entries[step]
+                logger.info("[%d/%d] step %d %-6s effective size %s, %s pruning steps, %.0f s", index + 1,
+                            len(checkpoints), step, strategy,
+                            {g: round(v, 2) for g, v in entry["effective_size"].items()}, entry["cost_steps"],
+                            entry["wall_seconds"])
         write_summary(args, workdir, step_size)
     summary = write_summary(args, workdir, step_size)
     if summary:

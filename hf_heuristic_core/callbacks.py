@@ -84,7 +84,7 @@ class EffectiveSizeCallback(TrainerCallback):
     def __init__(self, eval_sets: Mapping[str, Any] | None = None, train_dataset: Any = None,
                  groups: Mapping[str, Sequence[str]] | None = None, *, every_n_steps: int | None = None,
                  deferred: bool = False, results_file: str | os.PathLike | None = None, trainer: Any = None,
-                 strategy: str = "climb", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
+                 strategy: str = "nested", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                  seeds: Iterable[int] = (0,), steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
                  margin: float = 0.03, figure: bool = True, **search_kwargs: Any) -> None:
         if every_n_steps is not None and (isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int)
@@ -178,7 +178,7 @@ class EffectiveSizeCallback(TrainerCallback):
             try:
                 search = search_effective_size(clone, self.train_dataset, self.eval_sets, settings["groups"],
                                                sparsities=settings["sparsities"], seeds=settings["seeds"],
-                                               margin=settings["margin"], **self.search_kwargs)
+                                               margin=settings["margin"], **self._search_kwargs(args))
             finally:
                 del clone
                 gc.collect()
@@ -196,6 +196,14 @@ class EffectiveSizeCallback(TrainerCallback):
         metrics["effective_size/pruning_steps"] = float(search.cost_steps)
         logger.info("step %d: %s", state.global_step, metrics)
         self._emit(state, metrics)
+
+    def _search_kwargs(self, args) -> dict[str, Any]:
+        """The inner PruningTrainer shares Accelerate's process-wide state with the fine-tuning Trainer, which
+        refuses a different mixed-precision setting: inherit the run's unless the caller overrode it."""
+        kwargs = dict(self.search_kwargs)
+        precision = {"bf16": bool(getattr(args, "bf16", False)), "fp16": bool(getattr(args, "fp16", False))}
+        kwargs["pruning_overrides"] = {**precision, **(kwargs.get("pruning_overrides") or {})}
+        return kwargs
 
     def _emit(self, state, metrics: dict[str, float]) -> None:
         if self.trainer is not None:

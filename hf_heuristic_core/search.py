@@ -13,8 +13,8 @@ Three strategies find the subnetworks:
   pruning exactly its share of units. Cheapest, and the low levels get the ranking of the whole run rather than an
   early snapshot.
 
-Both evaluate every subnetwork with `evaluate_subnetwork` on the same data (full-model logits computed once) and
-report their cost in pruning steps. Means for mean ablation come from the training data at this checkpoint.
+All three evaluate every subnetwork with `evaluate_subnetwork` on the same data (full-model logits computed once)
+and report their cost in pruning steps. Means for mean ablation come from the training data at this checkpoint.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from .trainer import PruningTrainer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClimbSchedule", "DEFAULT_SPARSITIES", "EffectiveSizeSearch", "LevelClimb", "SEARCH_STRATEGIES",
-           "check_groups", "check_sparsities", "search_effective_size", "search_pruning_arguments"]
+__all__ = ["ClimbSchedule", "DEFAULT_SPARSITIES", "DEFAULT_STEPS", "EffectiveSizeSearch", "LevelClimb",
+           "SEARCH_STRATEGIES", "check_groups", "check_seeds", "check_sparsities", "search_effective_size",
+           "search_pruning_arguments"]
 
 SEARCH_STRATEGIES = ("grid", "climb", "nested")
 DEFAULT_STEPS = {"grid": 200, "nested": 100}
@@ -133,9 +134,10 @@ class ClimbSchedule:
     The target ramps linearly from the previous level to the next over ``ramp_steps`` (the first level, from 0, over
     ``first_ramp_steps``, default ``ramp_steps``), then holds. A level counts as reached once the expected sparsity
     is within ``tolerance_units`` units of it (or beyond it, in the direction of travel); the masks are snapshotted
-    ``settle_steps`` steps later. A level not reached within ``max_wait_steps`` of holding is snapshotted anyway
-    (flagged ``reached: False``): top-k binarization still prunes exactly its share of units. ``order="descending"``
-    prunes to the highest level first and then lets units back in level by level.
+    ``settle_steps`` steps later. A level not reached within ``max_wait_steps`` of holding is left behind (flagged
+    ``reached: False``); its masks are then the top-k of the run's final logits (as in ``nested``) rather than an
+    early, barely trained snapshot. ``order="descending"`` prunes to the highest level first and then lets units back
+    in level by level.
     """
 
     ramp_steps: int = 8
@@ -306,7 +308,7 @@ class EffectiveSizeSearch:
 # ---------------------------------------------------------------------------------------------------------- search
 def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_dataset: Any,
                           eval_sets: Mapping[str, Any], groups: Mapping[str, Sequence[str]] | None = None, *,
-                          strategy: str = "climb", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
+                          strategy: str = "nested", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                           seeds: Iterable[int] = (0,), steps_per_run: int | None = None,
                           climb: ClimbSchedule | None = None, pruning_config: PruningConfig | None = None,
                           pruning_overrides: Mapping[str, Any] | None = None, collate_fn: Callable | None = None,
@@ -397,22 +399,18 @@ def _search(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str,
         for seed in seeds:
             trivial = {s: _all_kept(prunable) for s in levels if round(s * units) == 0}
             to_learn = [s for s in levels if s not in trivial]
-            if strategy == "nested" and to_learn:
-                learned, info = runner.nested_run(to_learn, seed, steps_per_run)
-                runs.append(info)
-            elif strategy == "grid":
-                learned = {}
+            learned: dict[float, dict[str, torch.Tensor]] = {}
+            if to_learn and strategy == "grid":
                 for level in to_learn:
                     learned[level], info = runner.grid_run(level, seed, steps_per_run)
                     runs.append(info)
-                    logger.info("grid: seed %d sparsity %.3f done in %d steps", seed, level, info["steps"])
-            elif strategy == "climb":
-                learned, info = runner.climb_run(to_learn, seed, climb) if to_learn else ({}, None)
-                if info is not None:
-                    runs.append(info)
-                    logger.info("climb: seed %d, %d levels in %d steps", seed, len(to_learn), info["steps"])
-            else:
-                learned = {}
+            elif to_learn:
+                run = runner.climb_run(to_learn, seed, climb) if strategy == "climb" else \
+                    runner.nested_run(to_learn, seed, steps_per_run)
+                learned, info = run
+                runs.append(info)
+            logger.info("%s: seed %d, %d levels learned in %d pruning steps", strategy, seed, len(to_learn),
+                        sum(r["steps"] for r in runs if r["seed"] == seed))
             masks[seed] = {s: (trivial.get(s) if s in trivial else learned[s]) for s in levels}
 
     pruned: dict[int, dict[float, dict[str, float]]] = {}
@@ -533,10 +531,16 @@ class _Runner:
             with torch.no_grad():
                 expected = float(self.prunable.expected_sparsity())
             climb.snapshot(self.prunable, taken, expected, reached=False)
+        self.prunable.clear_masks()
+        masks = dict(climb.snapshots)
+        # A level the learned sparsity never reached has no meaningful snapshot (early on, the ranking is mostly the
+        # initial noise): take it from the end of the run instead, whose ranking had every step to form.
+        for event in climb.events:
+            event["masks_from"] = "snapshot" if event["reached"] else "final"
+            if not event["reached"]:
+                masks[event["sparsity"]] = self.prunable.get_masks(binary=True, sparsity=event["sparsity"])
         missed = [e["sparsity"] for e in climb.events if not e["reached"]]
         if missed:
-            logger.warning("climb (seed %d): levels %s were snapshotted before the learned sparsity reached them "
-                           "(their top-k masks still prune exactly their share of units); if that is unexpected, "
-                           "raise ClimbSchedule.max_wait_steps or the multiplier learning rate.", seed, missed)
-        self.prunable.clear_masks()
-        return dict(climb.snapshots), {"strategy": "climb", "seed": seed, "steps": taken, "levels": climb.events}
+            logger.info("climb (seed %d): levels %s were not reached in time; their masks are the top-k of the final "
+                        "logits.", seed, missed)
+        return masks, {"strategy": "climb", "seed": seed, "steps": taken, "levels": climb.events}

@@ -28,7 +28,6 @@ __all__ = ["EffectiveSizeResults", "RESULTS_NAME", "find_checkpoints", "model_si
            "track_effective_size"]
 
 RESULTS_NAME = "effective_size.json"
-FIGURE_NAME = "effective_size"
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 # Settings that change what an effective size means; results computed under different ones do not form one curve.
@@ -61,7 +60,7 @@ def _describe(signature: Mapping[str, Any]) -> str:
             f"{signature.get('hidden_size')}, {signature.get('num_labels')} labels")
 
 
-def search_settings(strategy: str = "climb", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
+def search_settings(strategy: str = "nested", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                     seeds: Iterable[int] = (0,), groups: Mapping[str, Sequence[str]] | None = None,
                     margin: float = 0.03, steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
                     cases: Iterable[str] | None = None) -> dict[str, Any]:
@@ -181,12 +180,13 @@ class EffectiveSizeResults:
         return rows
 
     def plot(self, path: str | os.PathLike | None = None) -> list[Path]:
-        """Effective size and full-model accuracy vs step, per group (PNG + PDF next to the results file)."""
+        """Effective size and full-model accuracy vs step, per group: PNG + PDF next to the results file, named
+        after it (``effective_size.json`` -> ``effective_size.png`` / ``.pdf``)."""
         from .plotting import figure_paths, plot_effective_size
         rows = self.records()
         if not rows:
             return []
-        target = Path(path) if path is not None else self.path.with_name(FIGURE_NAME)
+        target = Path(path) if path is not None else self.path.with_suffix("")
         plot_effective_size(rows, path=target)
         return figure_paths(target)
 
@@ -207,7 +207,7 @@ def _signature_of(path: Path) -> dict[str, Any]:
 
 
 def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval_sets: Mapping[str, Any],
-                         groups: Mapping[str, Sequence[str]] | None = None, *, strategy: str = "climb",
+                         groups: Mapping[str, Sequence[str]] | None = None, *, strategy: str = "nested",
                          sparsities: Iterable[float] = DEFAULT_SPARSITIES, seeds: Iterable[int] = (0,),
                          steps_per_run: int | None = None, climb: ClimbSchedule | None = None, margin: float = 0.03,
                          results_file: str | os.PathLike | None = None, max_checkpoints: int | None = None,

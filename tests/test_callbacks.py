@@ -17,7 +17,7 @@ from hf_heuristic_core.means import PadCollator
 from hf_heuristic_core.search import ClimbSchedule
 
 FAST_CLIMB = ClimbSchedule(ramp_steps=1, settle_steps=0, max_wait_steps=1)
-SEARCH = {"sparsities": [0.2, 0.5], "climb": FAST_CLIMB, "pruning_overrides": {"per_device_train_batch_size": 8},
+SEARCH = {"strategy": "climb", "sparsities": [0.2, 0.5], "climb": FAST_CLIMB, "pruning_overrides": {"per_device_train_batch_size": 8},
           "means_examples": 16}
 
 
@@ -170,3 +170,14 @@ def test_preserved_training_state_restores_rngs_and_modes():
         model.eval()
     assert torch.equal(torch.rand(3), expected)
     assert [m.training for m in model.modules()] == modes
+
+
+def test_callback_in_a_bf16_run_prunes_in_the_runs_precision(tmp_path, data):
+    callback = EffectiveSizeCallback({"a": data["a"]}, data["train"], every_n_steps=2, figure=False, **SEARCH)
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8, bf16=True,
+                             use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True)
+    Trainer(model=tiny_bert(), args=args, train_dataset=data["train"], data_collator=PadCollator(0),
+            callbacks=[callback]).train()
+    assert callback._search_kwargs(args)["pruning_overrides"]["bf16"] is True
+    saved = json.loads((tmp_path / "effective_size.json").read_text())
+    assert [e["step"] for e in saved["checkpoints"]] == [2]

@@ -16,7 +16,7 @@ from hf_heuristic_core.cli_effective_size import effective_size_command
 from hf_heuristic_core.search import ClimbSchedule
 from hf_heuristic_core.tracking import EffectiveSizeResults, find_checkpoints, track_effective_size
 
-SEARCH = {"sparsities": [0.2, 0.5], "climb": ClimbSchedule(ramp_steps=1, settle_steps=0, max_wait_steps=1),
+SEARCH = {"strategy": "climb", "sparsities": [0.2, 0.5], "climb": ClimbSchedule(ramp_steps=1, settle_steps=0, max_wait_steps=1),
           "pruning_overrides": {"per_device_train_batch_size": 8}, "means_examples": 16}
 
 
@@ -161,6 +161,8 @@ def test_resuming_with_other_settings_or_a_corrupt_file_is_refused(run_dir, data
     track(run_dir, data, max_checkpoints=1, figure=False)
     with pytest.raises(EffectiveSizeError, match="other settings.*margin"):
         track(run_dir, data, margin=0.05)
+    with pytest.raises(EffectiveSizeError, match="other settings.*groups"):
+        track_effective_size(run_dir, data["train"], {"a": data["a"], "b": data["b"]}, {"A": ["a"]}, **SEARCH)
     with pytest.raises(EffectiveSizeError, match="outside"):
         track(run_dir, data, sparsities=[0.2, 2.0])
     (run_dir / "effective_size.json").write_text("{not json")
@@ -189,3 +191,9 @@ def test_cli_on_generated_data(tmp_path, minilm_dir, capsys):
     assert (tmp_path / "effective_size.png").is_file()
     with pytest.raises(EffectiveSizeError, match="no evaluation data"):
         effective_size_command([str(tmp_path)])
+
+
+def test_figure_is_named_after_the_results_file(run_dir, data):
+    track(run_dir, data, max_checkpoints=1, results_file=run_dir / "es_grid.json")
+    assert (run_dir / "es_grid.png").is_file() and (run_dir / "es_grid.pdf").is_file()
+    assert not (run_dir / "effective_size.png").exists()
