@@ -323,22 +323,6 @@ def _has_artifact(run_dir: Path) -> bool:
     return (run_dir / MASKS_FILE).is_file() and (run_dir / CONFIG_FILE).is_file()
 
 
-def _reset_masks(model: PrunableModel, seed: int) -> None:
-    """Fresh logits (seeded by the run's seed), zero multipliers and no fixed masks: every run starts alike."""
-    config = model.pruning_config
-    generator = torch.Generator().manual_seed(int(seed))
-    with torch.no_grad():
-        for logit in model.mask_logits.logits().values():
-            if logit is not None:
-                fresh = torch.empty(logit.shape).normal_(config.init_mean, config.init_std, generator=generator)
-                logit.copy_(fresh.to(logit.device))
-        for parameter in model.lagrangian.parameters():
-            parameter.zero_()
-    model.apply_forced()
-    model.clear_masks()
-    model._eval_cache = None
-
-
 def _control_masks(model: PrunableModel, masks: Mapping[str, torch.Tensor],
                    generator: torch.Generator) -> dict[str, dict[str, torch.Tensor]]:
     """The three control subnetworks of one learned mask; unit kinds that are not pruned stay all-ones."""
@@ -470,7 +454,7 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
                     else train_dataset.select(range(min(means_examples, len(train_dataset))))
                 prunable.compute_means(data, collate_fn=collator, show_progress=show_progress)
             logger.info("[%d/%d] %s: pruning.", index + 1, len(plan), run_dir.name)
-            _reset_masks(prunable, seed)
+            prunable.reset_masks(seed)
             args = PruningArguments(**{"report_to": "none", "save_strategy": "no", "disable_tqdm": not show_progress,
                                        **overrides, "output_dir": str(run_dir), "target_sparsity": sparsity,
                                        "seed": seed})

@@ -89,12 +89,27 @@ def _command(name: str):
     return analyze_command
 
 
-def study_command(argv: Sequence[str]) -> int:
+def parse_study_arguments(argv: Sequence[str]):
+    """`--config FILE` sets the defaults; flags given on the command line win over the file."""
+    import argparse
+
     from transformers import HfArgumentParser
-    from .study import StudyArguments, run_study
+
+    from .study import StudyArguments
     parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study", description=SUBCOMMANDS["study"])
-    (args,) = parser.parse_args_into_dataclasses(args=list(argv))
-    summary = run_study(args)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    known, rest = pre.parse_known_args(list(argv))
+    if known.config:
+        parser.set_defaults(**StudyArguments.read_config(known.config))
+    (args,) = parser.parse_args_into_dataclasses(args=rest)
+    args.config = known.config
+    return args
+
+
+def study_command(argv: Sequence[str]) -> int:
+    from .study import run_study
+    summary = run_study(parse_study_arguments(argv))
     print(f"\nStudy written to {summary['output_dir']}:")
     print(f"  report        {Path(summary['output_dir']) / 'report.md'} (and report.json)")
     print(f"  analysis      {summary['analysis_report']} (figures next to it)")

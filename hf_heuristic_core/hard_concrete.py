@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from .config import PruningConfig
-from .errors import MaskShapeError
 
 # The CoFi deterministic rule scales log_alpha by this before the sigmoid (released code's "magical number").
 COFI_SOFT_MASK_SCALE = 0.8

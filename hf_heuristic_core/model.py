@@ -305,6 +305,23 @@ class PrunableModel(nn.Module):
         self.fixed_heads = None
         self.fixed_mlps = None
 
+    def reset_masks(self, seed: int) -> None:
+        """Start a new pruning run on the same wrapped model: fresh logits from the config's init distribution (seeded,
+        so a run is reproducible from its seed alone), Lagrange multipliers at 0, no fixed masks; forced units stay
+        pinned. Repeated runs (seeds, sparsity levels) then start alike without reloading the model."""
+        config = self.pruning_config
+        generator = torch.Generator().manual_seed(int(seed))
+        with torch.no_grad():
+            for logit in self.mask_logits.logits().values():
+                if logit is not None:
+                    fresh = torch.empty(logit.shape).normal_(config.init_mean, config.init_std, generator=generator)
+                    logit.copy_(fresh.to(logit.device))
+            for parameter in self.lagrangian.parameters():
+                parameter.zero_()
+        self.apply_forced()
+        self.clear_masks()
+        self._eval_cache = None
+
     def force_units(self, heads: Any = None, mlps: Any = None, keep: bool = True) -> None:
         """Pin units in (`keep=True`) or out, as the paper's `log_alpha = +/-10`; they stay pinned while training.
 

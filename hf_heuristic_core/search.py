@@ -465,21 +465,6 @@ class _Runner:
         self.teacher_cache = None
         self.count = 0
 
-    def _reset(self, seed: int) -> None:
-        """Fresh logits drawn from the config's init distribution (seeded), multipliers at 0, no fixed masks."""
-        prunable, config = self.prunable, self.prunable.pruning_config
-        generator = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for logit in prunable.mask_logits.logits().values():
-                if logit is not None:
-                    fresh = torch.empty(logit.shape).normal_(config.init_mean, config.init_std, generator=generator)
-                    logit.copy_(fresh.to(logit.device))
-            for parameter in prunable.lagrangian.parameters():
-                parameter.zero_()
-        prunable.apply_forced()
-        prunable.clear_masks()
-        prunable._eval_cache = None
-
     def _train(self, trainer: PruningTrainer) -> int:
         for quiet in (PrinterCallback, ProgressCallback):
             trainer.remove_callback(quiet)
@@ -493,7 +478,7 @@ class _Runner:
         return os.path.join(self.scratch, f"run-{self.count}")
 
     def grid_run(self, level: float, seed: int, steps: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        self._reset(seed)
+        self.prunable.reset_masks(seed)
         fixed = {"sparsity_warmup_steps": max(1, steps // 2)}
         args = search_pruning_arguments(self._folder(), level, steps, seed, self.overrides, **fixed)
         trainer = PruningTrainer(model=self.prunable, args=args, train_dataset=self.train_dataset,
@@ -506,7 +491,7 @@ class _Runner:
     def nested_run(self, levels: list[float], seed: int, steps: int
                    ) -> tuple[dict[float, dict[str, torch.Tensor]], dict[str, Any]]:
         """One run to the highest level; every level is the top-k of its final logits."""
-        self._reset(seed)
+        self.prunable.reset_masks(seed)
         fixed = {"sparsity_warmup_steps": max(1, round(0.7 * steps)), **CHEAP_RUN_ARGUMENTS}
         args = search_pruning_arguments(self._folder(), levels[-1], steps, seed, self.overrides, **fixed)
         trainer = PruningTrainer(model=self.prunable, args=args, train_dataset=self.train_dataset,
@@ -520,7 +505,7 @@ class _Runner:
 
     def climb_run(self, levels: list[float], seed: int, schedule: ClimbSchedule
                   ) -> tuple[dict[float, dict[str, torch.Tensor]], dict[str, Any]]:
-        self._reset(seed)
+        self.prunable.reset_masks(seed)
         climb = LevelClimb(levels, self.prunable.num_units(), schedule)
         args = search_pruning_arguments(self._folder(), max(levels), climb.max_steps(), seed, self.overrides,
                                         **CHEAP_RUN_ARGUMENTS)

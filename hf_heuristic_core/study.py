@@ -1,7 +1,7 @@
 """`hf-heuristic-core study`: the heuristic-core study end to end, resumable, on a laptop CPU by default.
 
 1. Fine-tune (real MiniLM + fresh 2-way head, on generated NLI data where lexical overlap almost always works), saving
-   checkpoints and tracking effective size (ID / OOD / mixed) with `EffectiveSizeCallback` and the climbing search.
+   checkpoints and tracking effective size (ID / OOD / mixed) with `EffectiveSizeCallback` and the nested search.
 2. Prune the final model at two sparsities x several seeds (`prune_many`), evaluating ID and each OOD subcase.
 3. Analyze (`analyze`): head frequency and the joint heatmap, the core and its chance baseline, Spearman between the
    sparsities, an ablation table of core heads, attention patterns of core heads, control subnetworks.
@@ -58,8 +58,13 @@ class StudyArguments:
     track_effective_size: bool = field(default=True, metadata={"help": "Track effective size over checkpoints."})
     effective_size_sparsities: str = field(default="0.1,0.2,0.3,0.4,0.5,0.6,0.7", metadata={
         "help": "Sparsity levels of the effective-size search."})
-    effective_size_steps: int = field(default=150, metadata={"help": "Pruning steps of one climbing search."})
-    effective_size_strategy: str = field(default="climb", metadata={"help": "climb (fast) or grid (the paper's)."})
+    effective_size_steps: int = field(default=100, metadata={
+        "help": "Pruning steps of one search run (nested/climb: per seed; grid: per sparsity and seed)."})
+    effective_size_seeds: str = field(default="0", metadata={
+        "help": "Pruning seeds of the effective-size search (the paper: 3); each seed repeats the search."})
+    effective_size_strategy: str = field(default="nested", metadata={
+        "help": "nested (one run at the highest level, every level from its final ranking: fastest), climb (one run "
+                "whose target climbs through the levels) or grid (the paper's: one run per level)."})
     sparsities: str = field(default="0.5,0.7", metadata={"help": "Sparsities of the multi-seed pruning."})
     seeds: str = field(default="0,1,2,3", metadata={"help": "Seeds of the multi-seed pruning."})
     prune_steps: int = field(default=200, metadata={"help": "Pruning steps per run."})
@@ -77,7 +82,10 @@ class StudyArguments:
 
     def __post_init__(self) -> None:
         if self.config:
-            self._apply_config(self.config)
+            defaults = {f.name: f.default for f in fields(self)}
+            for key, value in self.read_config(self.config).items():
+                if getattr(self, key) == defaults[key]:   # values given explicitly win over the file
+                    setattr(self, key, value)
         if self.finetune not in ("auto", "always", "never"):
             raise ValueError(f"--finetune must be auto, always or never, got {self.finetune!r}.")
         if self.pruning_recipe not in ("short", "paper"):
@@ -85,19 +93,22 @@ class StudyArguments:
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"--device must be auto, cuda or cpu, got {self.device!r}.")
 
-    def _apply_config(self, path: str) -> None:
+    @classmethod
+    def read_config(cls, path: str | os.PathLike) -> dict[str, Any]:
+        """The fields of a YAML/JSON study file, lists joined into the flags' comma-separated form."""
         text = Path(path).read_text()
-        if path.endswith((".yaml", ".yml")):
+        if str(path).endswith((".yaml", ".yml")):
             import yaml
             values = yaml.safe_load(text) or {}
         else:
             values = json.loads(text)
-        known = {f.name for f in fields(self)} - {"config"}
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: a study file is a mapping of field: value, got {type(values).__name__}.")
+        known = {f.name for f in fields(cls)} - {"config"}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"{path}: unknown study field(s) {unknown}; known: {sorted(known)}.")
-        for key, value in values.items():
-            setattr(self, key, ",".join(map(str, value)) if isinstance(value, list) else value)
+        return {key: ",".join(map(str, value)) if isinstance(value, list) else value for key, value in values.items()}
 
     def floats(self, text: str) -> list[float]:
         return [float(v) for v in str(text).split(",") if v.strip()]
@@ -170,7 +181,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
         if not _done(final_dir / "done.json"):
             t0 = time.time()
             _finetune(args, source, train, eval_sets, groups, search_inputs, collator, tokenizer, finetune_dir)
-            timings["finetune"] = time.time() - t0
+            timings["finetune_and_effective_size"] = time.time() - t0
         model_path = final_dir
     else:
         model_path = Path(source) if Path(source).exists() else source
@@ -179,7 +190,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
             (args.track_effective_size and any(finetune_dir.glob("checkpoint-*"))):
         t0 = time.time()
         effective = _track(args, finetune_dir, search_inputs, eval_sets, groups, collator)
-        timings["effective_size"] = time.time() - t0
+        timings["effective_size_remaining"] = time.time() - t0
 
     # 2. Prune the final model at two sparsities x seeds.
     from .analysis import prune_many
@@ -226,7 +237,8 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
     if args.track_effective_size:
         callbacks.append(EffectiveSizeCallback(
             eval_sets, train_inputs, groups, strategy=args.effective_size_strategy,
-            sparsities=args.floats(args.effective_size_sparsities), steps_per_run=args.effective_size_steps,
+            sparsities=args.floats(args.effective_size_sparsities), seeds=args.ints(args.effective_size_seeds),
+            steps_per_run=args.effective_size_steps,
             results_file=finetune_dir / "effective_size.json", collate_fn=collator,
             pruning_config=None if args.pruning_recipe == "paper" else _short_config(),
             pruning_overrides=_search_overrides(args)))
@@ -261,7 +273,8 @@ def _track(args, finetune_dir: Path, train_inputs, eval_sets, groups, collator):
     from .tracking import track_effective_size
     return track_effective_size(
         finetune_dir, train_inputs, eval_sets, groups, strategy=args.effective_size_strategy,
-        sparsities=args.floats(args.effective_size_sparsities), steps_per_run=args.effective_size_steps,
+        sparsities=args.floats(args.effective_size_sparsities), seeds=args.ints(args.effective_size_seeds),
+        steps_per_run=args.effective_size_steps,
         results_file=finetune_dir / "effective_size.json", collate_fn=collator,
         pruning_config=None if args.pruning_recipe == "paper" else _short_config(),
         pruning_overrides=_search_overrides(args))

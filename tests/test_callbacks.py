@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import datasets
 import pytest
 import torch
 import transformers
@@ -15,37 +14,18 @@ from hf_heuristic_core import EffectiveSizeError
 from hf_heuristic_core.callbacks import EffectiveSizeCallback, preserved_training_state
 from hf_heuristic_core.means import PadCollator
 from hf_heuristic_core.search import ClimbSchedule
+from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier  # noqa: F401
 
 FAST_CLIMB = ClimbSchedule(ramp_steps=1, settle_steps=0, max_wait_steps=1)
 SEARCH = {"strategy": "climb", "sparsities": [0.2, 0.5], "climb": FAST_CLIMB, "pruning_overrides": {"per_device_train_batch_size": 8},
           "means_examples": 16}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)   # tiny matmuls: thread hand-offs dominate on 2 cores
-    yield
-    torch.set_num_threads(previous)
+def tiny_bert(seed: int = 0):
+    return tiny_bert_classifier(seed, dropout=0.1)   # dropout, so a disturbed RNG would change the run
 
 
-def tiny_bert(seed: int = 0) -> transformers.PreTrainedModel:
-    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
-                                     intermediate_size=37, max_position_embeddings=64, num_labels=3,
-                                     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.2)
-    torch.manual_seed(seed)
-    return transformers.BertForSequenceClassification(config)
-
-
-def token_data(size: int, seed: int) -> datasets.Dataset:
-    generator = torch.Generator().manual_seed(seed)
-    rows: dict[str, list] = {"input_ids": [], "labels": []}
-    for _ in range(size):
-        length = int(torch.randint(4, 12, (1,), generator=generator))
-        ids = torch.randint(1, 99, (length,), generator=generator).tolist()
-        rows["input_ids"].append(ids)
-        rows["labels"].append(ids[1] % 3)
-    return datasets.Dataset.from_dict(rows)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -74,6 +73,31 @@ def test_log_alpha_initialized_from_normal_10_001_in_fp32():
     trainable = {n for n, p in pm.named_parameters() if p.requires_grad}
     assert {"mask_logits.heads", "mask_logits.mlps"} <= trainable
     assert not any(n.startswith("model.") for n in trainable)
+
+
+def test_reset_masks_starts_a_new_run_reproducibly_and_keeps_forced_units():
+    pm = _wrap(tiny_model("bert"), init_mean=3.0, init_std=0.5)
+    _set_logits(pm, heads=torch.full((LAYERS, HEADS), -7.0), mlps=torch.full((LAYERS,), 7.0))
+    with torch.no_grad():
+        for parameter in pm.lagrangian.parameters():
+            parameter.fill_(2.0)
+    pm.force_units(heads=[(0, 1)], keep=False)
+    pm.set_masks(heads=torch.ones(LAYERS, HEADS))
+
+    pm.reset_masks(seed=5)
+    generator = torch.Generator().manual_seed(5)    # heads first, then MLPs, from N(init_mean, init_std)
+    expected_heads = torch.empty(LAYERS, HEADS).normal_(3.0, 0.5, generator=generator)
+    expected_mlps = torch.empty(LAYERS).normal_(3.0, 0.5, generator=generator)
+    expected_heads[0, 1] = -10.0                     # still pinned out
+    assert torch.equal(pm.mask_logits.heads.detach(), expected_heads)
+    assert torch.equal(pm.mask_logits.mlps.detach(), expected_mlps)
+    assert all(float(p.abs().sum()) == 0.0 for p in pm.lagrangian.parameters())
+    assert pm.fixed_heads is None and pm.fixed_mlps is None
+    first = pm.mask_state_dict()
+    pm.reset_masks(seed=6)
+    assert not torch.equal(pm.mask_logits.mlps.detach(), expected_mlps)
+    pm.reset_masks(seed=5)
+    assert all(torch.equal(first[k], v) for k, v in pm.mask_state_dict().items())
 
 
 def test_expected_l0_by_hand():

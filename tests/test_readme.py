@@ -28,6 +28,12 @@ def test_readme_gives_exactly_two_setup_commands():
     commands = re.findall(r"```bash\n(.*?)```", setup, flags=re.S)
     assert len(commands) == 2
     assert all(c.strip().startswith("pip install") and c.count("\n") == 1 for c in commands)
+    assert commands[0].strip().endswith("hf-heuristic-core study"), "the main command runs the study"
+
+
+def test_readme_figures_and_links_exist():
+    for target in re.findall(r"\]\(((?:docs|examples)/[^)#]+)\)", README):
+        assert (ROOT / target).is_file(), f"README links to a missing file: {target}"
 
 
 @pytest.mark.slow

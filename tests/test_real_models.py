@@ -14,7 +14,7 @@ import statistics
 import pytest
 import torch
 
-from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer, generate_nli
+from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import datasets
 import pytest
 import torch
 import transformers
@@ -14,38 +13,13 @@ import transformers
 from hf_heuristic_core import EffectiveSizeError, PrunableModel, effective_size_per_seed, read_artifact
 from hf_heuristic_core.search import (ClimbSchedule, EffectiveSizeSearch, LevelClimb, check_groups, check_sparsities,
                                       search_effective_size)
+from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier as tiny_bert  # noqa: F401
 
 UNITS = 10
 FAST = {"per_device_train_batch_size": 8}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)   # tiny matmuls: thread hand-offs dominate on 2 cores
-    yield
-    torch.set_num_threads(previous)
-
-
-def tiny_bert(seed: int = 0, num_labels: int = 3, dropout: float = 0.0) -> transformers.PreTrainedModel:
-    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
-                                     intermediate_size=37, max_position_embeddings=64, num_labels=num_labels,
-                                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-                                     initializer_range=0.2)
-    torch.manual_seed(seed)
-    return transformers.BertForSequenceClassification(config).eval()
-
-
-def token_data(size: int, seed: int, num_labels: int = 3) -> datasets.Dataset:
-    """Random token sequences whose label is a function of the second token (so accuracy is meaningful)."""
-    generator = torch.Generator().manual_seed(seed)
-    rows: dict[str, list] = {"input_ids": [], "labels": []}
-    for _ in range(size):
-        length = int(torch.randint(4, 12, (1,), generator=generator))
-        ids = torch.randint(1, 99, (length,), generator=generator).tolist()
-        rows["input_ids"].append(ids)
-        rows["labels"].append(ids[1] % num_labels)
-    return datasets.Dataset.from_dict(rows)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

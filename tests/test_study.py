@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 REDUCED = ["--train_size", "128", "--id_eval_size", "32", "--ood_per_case", "4", "--finetune_steps", "8",
            "--checkpoint_every", "4", "--finetune_batch_size", "16", "--effective_size_steps", "12",
-           "--effective_size_sparsities", "0.2,0.5", "--sparsities", "0.5,0.7", "--seeds", "0,1", "--prune_steps",
+           "--effective_size_sparsities", "0.2,0.5", "--effective_size_seeds", "0,1", "--sparsities", "0.5,0.7", "--seeds", "0,1", "--prune_steps",
            "8", "--means_examples", "32", "--ablation_non_core_sample", "2", "--max_core_units", "2",
            "--device", "cpu"]
 
@@ -30,6 +30,9 @@ def test_reduced_study_end_to_end_and_resume(tmp_path, capsys):
     text = json.dumps(effective)
     for group in ("id", "ood", "mixed"):
         assert f'"{group}"' in text
+    assert effective["settings"]["seeds"] == [0, 1] and effective["settings"]["strategy"] == "nested"
+    for entry in effective["checkpoints"]:   # one nested run of 12 steps per seed
+        assert entry["cost_steps"] == 24 and len(entry["effective_size_per_seed"]["ood"]) == 2
     assert (out / "finetune" / "effective_size.png").is_file()
 
     # Pruned at 2 sparsities x 2 seeds, each with a kilobyte mask artifact; analysis report and figures.
@@ -49,7 +52,7 @@ def test_reduced_study_end_to_end_and_resume(tmp_path, capsys):
     before = {run: (out / "runs" / run / "masks.safetensors").read_bytes() for run in runs}
     assert main(["study", "--output_dir", str(out), *REDUCED]) == 0
     timings = json.loads((out / "report.json").read_text())["study"]["timings_s"]
-    assert "finetune" not in timings
+    assert "finetune_and_effective_size" not in timings and timings["effective_size_remaining"] < 10
     assert timings["prune_many"] < 30
     assert before == {run: (out / "runs" / run / "masks.safetensors").read_bytes() for run in runs}
 
@@ -65,6 +68,22 @@ def test_study_config_file_and_bad_values(tmp_path):
         StudyArguments(config=str(config))
     with pytest.raises(ValueError, match="--finetune must be"):
         StudyArguments(finetune="sometimes")
+
+
+def test_flags_win_over_the_config_file(tmp_path):
+    from hf_heuristic_core.cli import parse_study_arguments
+    config = tmp_path / "paper.json"
+    config.write_text(json.dumps({"model": "bert-base-cased", "seeds": [42, 43], "prune_steps": 9300}))
+    args = parse_study_arguments(["--config", str(config), "--seeds", "1,2,3", "--prune_steps", "200"])
+    assert (args.model, args.seeds, args.prune_steps, args.config) == ("bert-base-cased", "1,2,3", 200, str(config))
+    args = parse_study_arguments(["--prune-steps", "7", "--config", str(config)])   # order does not matter
+    assert (args.seeds, args.prune_steps) == ("42,43", 7)
+    # The Python API: fields set to something other than their default win too.
+    api = StudyArguments(config=str(config), seeds="5")
+    assert (api.model, api.seeds, api.prune_steps) == ("bert-base-cased", "5", 9300)
+    config.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="mapping of field"):
+        parse_study_arguments(["--config", str(config)])
 
 
 def test_paper_config_parses():

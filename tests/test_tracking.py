@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 
-import datasets
 import pytest
-import torch
 import transformers
 
 import hf_heuristic_core.tracking as tracking
@@ -15,36 +13,13 @@ from hf_heuristic_core import EffectiveSizeError
 from hf_heuristic_core.cli_effective_size import effective_size_command
 from hf_heuristic_core.search import ClimbSchedule
 from hf_heuristic_core.tracking import EffectiveSizeResults, find_checkpoints, track_effective_size
+from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier as tiny_bert  # noqa: F401
 
 SEARCH = {"strategy": "climb", "sparsities": [0.2, 0.5], "climb": ClimbSchedule(ramp_steps=1, settle_steps=0, max_wait_steps=1),
           "pruning_overrides": {"per_device_train_batch_size": 8}, "means_examples": 16}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)   # tiny matmuls: thread hand-offs dominate on 2 cores
-    yield
-    torch.set_num_threads(previous)
-
-
-def tiny_bert(seed: int = 0, layers: int = 2, vocab: int = 99, num_labels: int = 3):
-    config = transformers.BertConfig(vocab_size=vocab, hidden_size=32, num_attention_heads=4, num_hidden_layers=layers,
-                                     intermediate_size=37, max_position_embeddings=64, num_labels=num_labels,
-                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2)
-    torch.manual_seed(seed)
-    return transformers.BertForSequenceClassification(config).eval()
-
-
-def token_data(size: int, seed: int) -> datasets.Dataset:
-    generator = torch.Generator().manual_seed(seed)
-    rows: dict[str, list] = {"input_ids": [], "labels": []}
-    for _ in range(size):
-        length = int(torch.randint(4, 12, (1,), generator=generator))
-        ids = torch.randint(1, 99, (length,), generator=generator).tolist()
-        rows["input_ids"].append(ids)
-        rows["labels"].append(ids[1] % 3)
-    return datasets.Dataset.from_dict(rows)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

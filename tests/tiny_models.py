@@ -323,3 +323,27 @@ class ManualMeans:
 __all__ = ["one_torch_thread", "zero_head_inputs", "mean_ablate_head_by_weights", "constant_output", "ManualMeans","MODEL_TYPES", "EAGER_ONLY", "HOOK_SITES", "HEAD_DIM", "layers_of", "attention_output", "mlp_output",
            "hooked_modules", "tiny_model", "tiny_config", "config_kwargs", "make_batch", "logits_of", "supports_sdpa",
            "is_conv1d", "linear_weight_in_out", "transformers"]
+
+
+def tiny_bert_classifier(seed: int = 0, *, num_labels: int = 3, dropout: float = 0.0, layers: int = LAYERS,
+                         vocab: int = VOCAB) -> transformers.BertForSequenceClassification:
+    """The effective-size tests' BERT classifier (intermediate 37, so MLP and head sizes differ), in eval mode."""
+    config = transformers.BertConfig(vocab_size=vocab, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                                     num_hidden_layers=layers, intermediate_size=37, max_position_embeddings=64,
+                                     num_labels=num_labels, hidden_dropout_prob=dropout,
+                                     attention_probs_dropout_prob=dropout, initializer_range=0.2)
+    torch.manual_seed(seed)
+    return transformers.BertForSequenceClassification(config).eval()
+
+
+def second_token_labels(size: int, seed: int, num_labels: int = 3):
+    """Random token sequences (unpadded, ids >= 1) labeled by their second token, so accuracy is learnable."""
+    import datasets
+    generator = torch.Generator().manual_seed(seed)
+    rows: dict[str, list] = {"input_ids": [], "labels": []}
+    for _ in range(size):
+        length = int(torch.randint(4, 12, (1,), generator=generator))
+        ids = torch.randint(1, VOCAB, (length,), generator=generator).tolist()
+        rows["input_ids"].append(ids)
+        rows["labels"].append(ids[1] % num_labels)
+    return datasets.Dataset.from_dict(rows)
