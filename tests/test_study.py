@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,28 @@ def test_reduced_study_end_to_end_and_resume(tmp_path, capsys):
     assert "finetune_and_effective_size" not in timings and timings["effective_size_remaining"] < 10
     assert timings["prune_many"] < 30
     assert before == {run: (out / "runs" / run / "masks.safetensors").read_bytes() for run in runs}
+
+
+def test_study_of_a_fine_tuned_classifier_on_the_real_hans_copy(tmp_path, finetuned_minilm):
+    """--model an already fine-tuned classifier skips fine-tuning; --ood_eval reads the shared HANS copy per subcase."""
+    hans = Path(__file__).resolve().parents[2] / "shared" / "data" / "hans"
+    if not hans.is_dir():
+        pytest.skip(f"shared HANS copy not found at {hans}")
+    out = tmp_path / "study"
+    argv = ["study", "--output_dir", str(out), "--model", str(finetuned_minilm), "--ood_eval", str(hans),
+            "--ood_per_case", "4", "--id_eval_size", "16", "--train_size", "64", "--sparsities", "0.5",
+            "--seeds", "0,1", "--prune_steps", "4", "--means_examples", "16", "--ablation_non_core_sample", "1",
+            "--max_core_units", "1", "--device", "cpu"]
+    assert main(argv) == 0
+    assert not (out / "finetune").exists()                     # nothing fine-tuned, nothing tracked
+    summary = json.loads((out / "report.json").read_text())["study"]
+    assert summary["model"] == str(finetuned_minilm) and summary["effective_size_file"] is None
+    assert summary["data"]["ood_eval"] == str(hans)
+    cases = summary["data"]["ood_cases"]
+    assert len(cases) == 15 and set(cases.values()) == {4}       # the 15 non-entailed HANS subcases
+    assert "lexical_overlap_ln_subject-object_swap" in cases and "constituent_cn_embedded_under_if" in cases
+    results = json.loads((out / "runs" / "sp50-seed0" / "result.json").read_text())
+    assert set(results["eval"]) == {"id", *cases}
 
 
 def test_study_config_file_and_bad_values(tmp_path):
