@@ -1,4 +1,4 @@
-"""Effective size over fine-tuning checkpoints: the paper's grid vs the single climbing run, on a real fine-tuning run.
+"""Effective size over fine-tuning checkpoints: the paper's grid vs the cheap searches (nested, climb), on a real run.
 
 MiniLM (all-MiniLM-L6-v2, real weights) is fine-tuned on `generate_nli` data with a checkpoint every `--save-steps`
 steps; at every checkpoint the effective size (ID / OOD / mixed) is computed with each strategy through the public

@@ -50,7 +50,9 @@ class EffectiveSizeArguments:
     generated_ood_size: int = field(default=100, metadata={"help": "Generated OOD examples per subcase."})
     data_seed: int = field(default=0, metadata={"help": "Seed of the generated data."})
     strategy: str = field(default="nested", metadata={
-        "help": "climb or nested (one pruning run per seed), or grid (the paper: one run per level and seed)."})
+        "help": "nested (one run per seed to the highest level, every level from its final ranking; cheapest), climb "
+                "(one run per seed whose target climbs through the levels) or grid (the paper: one run per level and "
+                "seed)."})
     sparsities: str = field(default="0.1,0.2,0.3,0.4,0.5,0.6,0.7", metadata={
         "help": "Comma-separated sparsity levels, fractions in [0, 1)."})
     seeds: str = field(default="0", metadata={"help": "Comma-separated pruning seeds."})

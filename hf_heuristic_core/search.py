@@ -11,7 +11,7 @@ Three strategies find the subnetworks:
 * ``nested``: one run per seed to the highest level (the target rises over 70% of ``steps_per_run``, default 100,
   then holds), and every level's masks are the top-k of that run's final mask logits: nested subnetworks, each
   pruning exactly its share of units. Cheapest, and the low levels get the ranking of the whole run rather than an
-  early snapshot.
+  early snapshot. The default: `BENCHMARKS.md` measures it against the grid over a real fine-tuning run.
 
 All three evaluate every subnetwork with `evaluate_subnetwork` on the same data (full-model logits computed once)
 and report their cost in pruning steps. Means for mean ablation come from the training data at this checkpoint.
@@ -321,7 +321,7 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     `model_or_path`: a loaded Transformers model (wrapped for the search and unwrapped afterwards) or a folder / Hub
     id. `train_dataset`: tokenized training data (the means and the pruning KL come from it). `eval_sets`:
     ``{case: tokenized labelled data}``; `groups`: ``{group: [case, ...]}`` (default: one group of every case).
-    `strategy`: "grid", "climb" or "nested" (see the module docstring); `steps_per_run` is the length of each grid
+    `strategy`: "nested" (default), "climb" or "grid" (see the module docstring); `steps_per_run` is the length of each grid
     run (default 200) or of the nested run (default 100), `climb` the climb's schedule. `pruning_config` defaults
     to ``PruningConfig(init_mean=3.0)``; `pruning_overrides` are `PruningArguments` fields (e.g.
     ``{"per_device_train_batch_size": 32}``). With `output_dir`, every level's masks are saved there as an artifact
