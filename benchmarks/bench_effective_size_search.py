@@ -90,24 +90,57 @@ def tokenize(dataset, tokenizer, max_length: int, keep_labels: bool = True):
     return tokens.rename_column("label", "labels") if keep_labels else tokens.remove_columns("label")
 
 
-def agreement(results: dict[str, EffectiveSizeResults], step_size: float) -> dict:
-    """Each cheap strategy against the grid, on the checkpoints both have."""
-    grid = results["grid"]
-    groups = list(grid.settings["groups"])
-    summary: dict = {"step_size": step_size, "strategies": {}}
-    for name, cheap in results.items():
-        if name == "grid":
+def reference_of(name: str, tables: dict[str, dict]) -> str:
+    """A tagged run ("nested_seed1") is compared with the grid of the same tag ("grid_seed1") when there is one; a
+    tagged grid, and anything else, with the untagged grid (grid vs grid: the noise floor of one-seed grids). Seed
+    means ("nested_mean") are compared with the grid's seed mean ("grid_mean")."""
+    strategy, _, tag = name.partition("_")
+    if strategy != "grid" and tag and f"grid_{tag}" in tables:
+        return f"grid_{tag}"
+    return "grid"
+
+
+def seed_means(tables: dict[str, dict]) -> dict[str, dict]:
+    """Per strategy with results for several pruning seeds (untagged and `_seedN` files): the mean effective size over
+    those seeds at the checkpoints every seed has (the paper's released code averages per-seed effective sizes)."""
+    means = {}
+    for strategy in sorted({name.partition("_")[0] for name in tables}):
+        runs = [t for name, t in tables.items() if name == strategy or name.startswith(f"{strategy}_seed")]
+        if len(runs) < 2:
             continue
-        steps = sorted(cheap.done_steps() & grid.done_steps())
+        steps = set.intersection(*(set(t) for t in runs))
+        means[f"{strategy}_mean"] = {step: {
+            "effective_size": {g: sum(t[step]["effective_size"][g] for t in runs) / len(runs)
+                               for g in runs[0][step]["effective_size"]},
+            "cost_steps": sum(t[step]["cost_steps"] for t in runs),
+            "wall_seconds": sum(t[step]["wall_seconds"] for t in runs),
+            "seeds": len(runs)} for step in steps}
+    return means
+
+
+def agreement(results: dict[str, EffectiveSizeResults], step_size: float) -> dict:
+    """Each cheap strategy (and each extra grid, and each seed mean) against its reference grid, on the checkpoints
+    both have."""
+    tables = {name: {step: r.entries[step] for step in r.done_steps()} for name, r in results.items()}
+    tables.update(seed_means(tables))
+    groups = list(results["grid"].settings["groups"])
+    summary: dict = {"step_size": step_size, "strategies": {}}
+    for name, cheap in tables.items():
+        reference = "grid_mean" if name.endswith("_mean") else reference_of(name, tables)
+        if name == reference or reference not in tables:
+            continue
+        grid = tables[reference]
+        steps = sorted(set(cheap) & set(grid))
         if not steps:
             continue
 
         def gap(step: int, group: str) -> float:
-            return abs(cheap.entries[step]["effective_size"][group] - grid.entries[step]["effective_size"][group])
+            return abs(cheap[step]["effective_size"][group] - grid[step]["effective_size"][group])
 
-        grid_cost = sum(grid.entries[s]["cost_steps"] for s in steps)
-        cheap_cost = sum(cheap.entries[s]["cost_steps"] for s in steps)
+        grid_cost = sum(grid[s]["cost_steps"] for s in steps)
+        cheap_cost = sum(cheap[s]["cost_steps"] for s in steps)
         summary["strategies"][name] = {
+            "reference": reference,
             "checkpoints_compared": len(steps),
             "within_one_step_per_group": {g: sum(gap(s, g) <= step_size + 1e-9 for s in steps) / len(steps)
                                           for g in groups},
@@ -115,17 +148,17 @@ def agreement(results: dict[str, EffectiveSizeResults], step_size: float) -> dic
                                               for s in steps) / len(steps),
             "identical_per_group": {g: sum(gap(s, g) < 1e-9 for s in steps) / len(steps) for g in groups},
             "mean_abs_difference_per_group": {g: sum(gap(s, g) for s in steps) / len(steps) for g in groups},
-            "pruning_steps": {"grid": grid_cost, name: cheap_cost},
+            "pruning_steps": {reference: grid_cost, name: cheap_cost},
             "pruning_step_ratio": grid_cost / max(cheap_cost, 1),
-            "search_wall_seconds": {"grid": sum(grid.entries[s]["wall_seconds"] for s in steps),
-                                    name: sum(cheap.entries[s]["wall_seconds"] for s in steps)},
+            "search_wall_seconds": {reference: sum(grid[s]["wall_seconds"] for s in steps),
+                                    name: sum(cheap[s]["wall_seconds"] for s in steps)},
         }
     summary["per_checkpoint"] = [
-        {"step": s, "full_accuracy": grid.entries[s]["full_accuracy_by_group"],
-         **{f"{name}/{g}": r.entries[s]["effective_size"][g] for name, r in results.items() if s in r.done_steps()
+        {"step": s, "full_accuracy": tables["grid"][s]["full_accuracy_by_group"],
+         **{f"{name}/{g}": round(t[s]["effective_size"][g], 4) for name, t in tables.items() if s in t
             for g in groups},
-         **{f"{name}/cost": r.entries[s]["cost_steps"] for name, r in results.items() if s in r.done_steps()}}
-        for s in sorted(grid.done_steps())]
+         **{f"{name}/cost": t[s]["cost_steps"] for name, t in tables.items() if s in t}}
+        for s in sorted(tables["grid"])]
     return summary
 
 
