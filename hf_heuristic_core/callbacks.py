@@ -25,7 +25,7 @@ from torch import nn
 from transformers import TrainerCallback
 
 from .effective_size import EffectiveSizeError
-from .search import DEFAULT_SPARSITIES, ClimbSchedule, check_groups, search_effective_size
+from .search import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, ClimbSchedule, check_groups, search_effective_size
 from .tracking import RESULTS_NAME, EffectiveSizeResults, model_signature, search_settings
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class EffectiveSizeCallback(TrainerCallback):
     def __init__(self, eval_sets: Mapping[str, Any] | None = None, train_dataset: Any = None,
                  groups: Mapping[str, Sequence[str]] | None = None, *, every_n_steps: int | None = None,
                  deferred: bool = False, results_file: str | os.PathLike | None = None, trainer: Any = None,
-                 strategy: str = "nested", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
+                 strategy: str = DEFAULT_STRATEGY, sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                  seeds: Iterable[int] = (0,), steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
                  margin: float = 0.03, figure: bool = True, **search_kwargs: Any) -> None:
         if every_n_steps is not None and (isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int)

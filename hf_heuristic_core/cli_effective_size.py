@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .search import DEFAULT_STRATEGY
+
 logger = logging.getLogger(__name__)
 
 GENERATED = "generated"
@@ -49,7 +51,7 @@ class EffectiveSizeArguments:
     generated_id_size: int = field(default=500, metadata={"help": "Size of the generated ID evaluation set."})
     generated_ood_size: int = field(default=100, metadata={"help": "Generated OOD examples per subcase."})
     data_seed: int = field(default=0, metadata={"help": "Seed of the generated data."})
-    strategy: str = field(default="nested", metadata={
+    strategy: str = field(default=DEFAULT_STRATEGY, metadata={
         "help": "nested (one run per seed to the highest level, every level from its final ranking; cheapest), climb "
                 "(one run per seed whose target climbs through the levels) or grid (the paper: one run per level and "
                 "seed)."})

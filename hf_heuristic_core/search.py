@@ -42,11 +42,12 @@ from .trainer import PruningTrainer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClimbSchedule", "DEFAULT_SPARSITIES", "DEFAULT_STEPS", "EffectiveSizeSearch", "LevelClimb",
+__all__ = ["ClimbSchedule", "DEFAULT_SPARSITIES", "DEFAULT_STEPS", "DEFAULT_STRATEGY", "EffectiveSizeSearch", "LevelClimb",
            "SEARCH_STRATEGIES", "check_groups", "check_seeds", "check_sparsities", "search_effective_size",
            "search_pruning_arguments"]
 
 SEARCH_STRATEGIES = ("grid", "climb", "nested")
+DEFAULT_STRATEGY = "nested"   # the cheapest; BENCHMARKS.md compares it with the grid
 DEFAULT_STEPS = {"grid": 200, "nested": 100}
 DEFAULT_SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
@@ -308,7 +309,7 @@ class EffectiveSizeSearch:
 # ---------------------------------------------------------------------------------------------------------- search
 def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_dataset: Any,
                           eval_sets: Mapping[str, Any], groups: Mapping[str, Sequence[str]] | None = None, *,
-                          strategy: str = "nested", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
+                          strategy: str = DEFAULT_STRATEGY, sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                           seeds: Iterable[int] = (0,), steps_per_run: int | None = None,
                           climb: ClimbSchedule | None = None, pruning_config: PruningConfig | None = None,
                           pruning_overrides: Mapping[str, Any] | None = None, collate_fn: Callable | None = None,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .io_utils import atomic_write_text
+from .search import DEFAULT_STRATEGY
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class StudyArguments:
         "help": "Pruning steps of one search run (nested/climb: per seed; grid: per sparsity and seed)."})
     effective_size_seeds: str = field(default="0", metadata={
         "help": "Pruning seeds of the effective-size search (the paper: 3); each seed repeats the search."})
-    effective_size_strategy: str = field(default="nested", metadata={
+    effective_size_strategy: str = field(default=DEFAULT_STRATEGY, metadata={
         "help": "nested (one run at the highest level, every level from its final ranking: fastest), climb (one run "
                 "whose target climbs through the levels) or grid (the paper's: one run per level)."})
     sparsities: str = field(default="0.5,0.7", metadata={"help": "Sparsities of the multi-seed pruning."})
@@ -236,13 +237,8 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
     model = transformers.AutoModelForSequenceClassification.from_pretrained(source, num_labels=args.num_labels)
     callbacks = []
     if args.track_effective_size:
-        callbacks.append(EffectiveSizeCallback(
-            eval_sets, train_inputs, groups, strategy=args.effective_size_strategy,
-            sparsities=args.floats(args.effective_size_sparsities), seeds=args.ints(args.effective_size_seeds),
-            steps_per_run=args.effective_size_steps,
-            results_file=finetune_dir / "effective_size.json", collate_fn=collator,
-            pruning_config=None if args.pruning_recipe == "paper" else _short_config(),
-            pruning_overrides=_search_overrides(args)))
+        callbacks.append(EffectiveSizeCallback(eval_sets, train_inputs, groups,
+                                               **_search_arguments(args, finetune_dir, collator)))
     training_args = transformers.TrainingArguments(
         output_dir=str(finetune_dir), max_steps=args.finetune_steps, per_device_train_batch_size=args.finetune_batch_size,
         learning_rate=args.finetune_learning_rate, warmup_steps=10, save_strategy="steps",
@@ -264,21 +260,22 @@ def _short_config():
     return PruningConfig(init_mean=SHORT_RUN_INIT_MEAN)
 
 
-def _search_overrides(args: StudyArguments) -> dict[str, Any]:
-    base = dict(SHORT_RUN_PRUNING) if args.pruning_recipe == "short" else {}
-    base.update({"per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu})
-    return base
+def _search_arguments(args: StudyArguments, finetune_dir: Path, collator) -> dict[str, Any]:
+    """The effective-size search settings, shared by the live callback and the tracker that finishes after a crash
+    (the tracker refuses to resume a results file written under other settings)."""
+    overrides = dict(SHORT_RUN_PRUNING) if args.pruning_recipe == "short" else {}
+    overrides.update({"per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu})
+    return {"strategy": args.effective_size_strategy, "sparsities": args.floats(args.effective_size_sparsities),
+            "seeds": args.ints(args.effective_size_seeds), "steps_per_run": args.effective_size_steps,
+            "results_file": finetune_dir / "effective_size.json", "collate_fn": collator,
+            "pruning_config": None if args.pruning_recipe == "paper" else _short_config(),
+            "pruning_overrides": overrides}
 
 
 def _track(args, finetune_dir: Path, train_inputs, eval_sets, groups, collator):
     from .tracking import track_effective_size
-    return track_effective_size(
-        finetune_dir, train_inputs, eval_sets, groups, strategy=args.effective_size_strategy,
-        sparsities=args.floats(args.effective_size_sparsities), seeds=args.ints(args.effective_size_seeds),
-        steps_per_run=args.effective_size_steps,
-        results_file=finetune_dir / "effective_size.json", collate_fn=collator,
-        pruning_config=None if args.pruning_recipe == "paper" else _short_config(),
-        pruning_overrides=_search_overrides(args))
+    return track_effective_size(finetune_dir, train_inputs, eval_sets, groups,
+                                **_search_arguments(args, finetune_dir, collator))
 
 
 def _data_spec(args: StudyArguments) -> dict[str, Any]:

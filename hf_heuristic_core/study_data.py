@@ -59,7 +59,6 @@ def build_study_data(train: str | None = None, id_eval: str | None = None, ood_e
     return StudyData(train_set, id_sets, ood_sets, description)
 
 
-COUNTER_HEURISTIC_PREFIXES = ("ln_", "sn_", "cn_")
 MNLI_IDS = ("mnli", "nyu-mll/glue", "glue", "nyu-mll/multi_nli", "multi_nli")
 
 
@@ -87,11 +86,10 @@ def _load_ood(spec: str, per_case: int, seed: int) -> dict[str, datasets.Dataset
         table = load_table(spec, split="validation")
     if "subcase_full" not in table.column_names:
         return {"ood": table.shuffle(seed=seed).select(range(min(per_case, len(table))))}
-    # The non-entailed subcases (short names ln_ / sn_ / cn_), on which the heuristic is always wrong.
-    counter = table.filter(lambda subcases: [s.startswith(COUNTER_HEURISTIC_PREFIXES) for s in subcases],
-                           input_columns="subcase", batched=True)
+    if "counter_heuristic" in table.column_names:   # HANS-shaped: the non-entailed subcases, where the heuristic fails
+        table = table.filter(lambda flags: flags, input_columns="counter_heuristic", batched=True)
     return {name: subset.shuffle(seed=seed).select(range(min(per_case, len(subset))))
-            for name, subset in hans_subsets(counter).items()}
+            for name, subset in hans_subsets(table).items()}
 
 
 def text_columns(dataset: datasets.Dataset) -> list[str]:

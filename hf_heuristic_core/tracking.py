@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 
 from .effective_size import EffectiveSizeError
 from .io_utils import atomic_write_text
-from .search import (DEFAULT_SPARSITIES, DEFAULT_STEPS, SEARCH_STRATEGIES, ClimbSchedule, EffectiveSizeSearch,
-                     check_groups, check_seeds, check_sparsities, search_effective_size)
+from .search import (DEFAULT_SPARSITIES, DEFAULT_STEPS, DEFAULT_STRATEGY, SEARCH_STRATEGIES, ClimbSchedule,
+                     EffectiveSizeSearch, check_groups, check_seeds, check_sparsities, search_effective_size)
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def _describe(signature: Mapping[str, Any]) -> str:
             f"{signature.get('hidden_size')}, {signature.get('num_labels')} labels")
 
 
-def search_settings(strategy: str = "nested", sparsities: Iterable[float] = DEFAULT_SPARSITIES,
+def search_settings(strategy: str = DEFAULT_STRATEGY, sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                     seeds: Iterable[int] = (0,), groups: Mapping[str, Sequence[str]] | None = None,
                     margin: float = 0.03, steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
                     cases: Iterable[str] | None = None) -> dict[str, Any]:
@@ -207,7 +207,7 @@ def _signature_of(path: Path) -> dict[str, Any]:
 
 
 def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval_sets: Mapping[str, Any],
-                         groups: Mapping[str, Sequence[str]] | None = None, *, strategy: str = "nested",
+                         groups: Mapping[str, Sequence[str]] | None = None, *, strategy: str = DEFAULT_STRATEGY,
                          sparsities: Iterable[float] = DEFAULT_SPARSITIES, seeds: Iterable[int] = (0,),
                          steps_per_run: int | None = None, climb: ClimbSchedule | None = None, margin: float = 0.03,
                          results_file: str | os.PathLike | None = None, max_checkpoints: int | None = None,
