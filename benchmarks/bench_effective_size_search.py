@@ -10,6 +10,8 @@ Reported, for each cheap strategy against the grid: on what fraction of checkpoi
 
 The strategies can run in separate processes sharing one --workdir (e.g. `--strategies grid` and
 `--strategies climb,nested` side by side on two cores); `--summarize` then only reads the results files.
+`--rescore-into DIR --eval-ood-size N` judges the subnetworks already found on a larger OOD evaluation set, without
+pruning again (the results files store every mask).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import transformers  # noqa: E402
 from hf_heuristic_core import generate_nli, hans_subsets  # noqa: E402
 from hf_heuristic_core.io_utils import atomic_write_text  # noqa: E402
 from hf_heuristic_core.offline_models import minilm_path  # noqa: E402
-from hf_heuristic_core.search import ClimbSchedule  # noqa: E402
+from hf_heuristic_core.search import ClimbSchedule, search_effective_size  # noqa: E402
 from hf_heuristic_core.tracking import EffectiveSizeResults, find_checkpoints, track_effective_size  # noqa: E402
 
 logger = logging.getLogger("bench_effective_size_search")
@@ -62,6 +64,16 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--tag", default="", help="suffix of the results files, e.g. _seed1 for a second grid "
                                                   "(compared with the grid like a cheap strategy: the noise floor)")
     parser.add_argument("--finetune-only", action="store_true", help="only make the checkpoints")
+    parser.add_argument("--eval-ood-size", type=int, default=None,
+                        help="OOD evaluation pairs per subcase, drawn separately from the training data (seed "
+                             "--seed + 1, pairs seen in training removed); default: the --ood-size pairs generated "
+                             "with the training data")
+    parser.add_argument("--rescore-into", default=None,
+                        help="no pruning: evaluate the masks stored in --workdir's results files on the current "
+                             "evaluation sets and write same-named results files into this folder (pruning costs "
+                             "carried over); --rescore-names picks the files")
+    parser.add_argument("--rescore-names", default=None,
+                        help="results files to rescore, e.g. grid,grid_seed1 (default: all in --workdir)")
     return parser.parse_args()
 
 
@@ -88,6 +100,50 @@ def tokenize(dataset, tokenizer, max_length: int, keep_labels: bool = True):
     tokens = dataset.map(lambda b: tokenizer(b["premise"], b["hypothesis"], truncation=True, max_length=max_length),
                          batched=True, remove_columns=[c for c in dataset.column_names if c != "label"])
     return tokens.rename_column("label", "labels") if keep_labels else tokens.remove_columns("label")
+
+
+def larger_ood_set(args: argparse.Namespace, train):
+    """`--eval-ood-size` pairs per counter-heuristic subcase from their own generator call. Asking `generate_nli` for
+    more OOD pairs with the run's seed would change the training data too (the splits share one random stream), so
+    the larger set has seed + 1, and any pair that also occurs in the training data is removed."""
+    seen = set(zip(train["premise"], train["hypothesis"]))
+    extra = generate_nli(train_size=0, id_eval_size=0, ood_eval_size_per_subcase=args.eval_ood_size,
+                         seed=args.seed + 1)["ood_eval"]
+    kept = extra.filter(lambda row: (row["premise"], row["hypothesis"]) not in seen)
+    logger.info("larger OOD evaluation set: %d pairs (%d removed as training pairs)", len(kept),
+                len(extra) - len(kept))
+    return kept
+
+
+def rescore(args: argparse.Namespace, workdir: Path, target_dir: Path, prune_train, eval_sets, groups,
+            collate) -> None:
+    """Evaluate the subnetworks stored in each results file again, on the current evaluation sets
+    (`search_effective_size(masks=...)`: no pruning). Pruning does not see the evaluation data, so this gives exactly
+    what rerunning the searches with these evaluation sets would give, at the cost of the evaluation alone.
+    Resumable: checkpoints already in the target file are skipped."""
+    names = args.rescore_names.split(",") if args.rescore_names else \
+        [f.stem.removeprefix("effective_size_") for f in sorted(workdir.glob("effective_size_*.json"))]
+    for name in names:
+        source = EffectiveSizeResults.load(workdir / f"effective_size_{name}.json")
+        if source.settings is None:
+            raise SystemExit(f"{source.path} does not exist or has no results; nothing to rescore.")
+        target = EffectiveSizeResults.load(target_dir / source.path.name)
+        target.adopt_settings({**source.settings, "groups": groups})
+        for step in sorted(source.done_steps() - target.done_steps()):
+            entry = source.entries[step]
+            checkpoint = source.checkpoint_path(entry)
+            started = time.perf_counter()
+            search = search_effective_size(checkpoint, prune_train, eval_sets, groups,
+                                           strategy=source.settings["strategy"], masks=entry["masks"],
+                                           margin=source.settings["margin"], collate_fn=collate)
+            search.cost_steps, search.runs = entry["cost_steps"], entry["runs"]   # what finding them cost
+            target.record(step, checkpoint, search, signature=entry.get("model"))
+            target.entries[step]["rescored_from"] = str(source.path)
+            target.save()
+            logger.info("rescored %s step %d: effective size %s (was %s), %.0f s", name, step,
+                        {g: round(v, 2) for g, v in search.effective_size.items()},
+                        {g: round(v, 2) for g, v in entry["effective_size"].items()},
+                        time.perf_counter() - started)
 
 
 def reference_of(name: str, tables: dict[str, dict]) -> str:
@@ -196,7 +252,8 @@ def main() -> None:
     prune_train = tokenize(data["train"].select(range(min(args.prune_examples, args.train_size))), tokenizer,
                            args.max_length, keep_labels=False)
     eval_sets = {"id": tokenize(data["id_eval"], tokenizer, args.max_length)}
-    for name, subset in hans_subsets(data["ood_eval"]).items():
+    ood = data["ood_eval"] if args.eval_ood_size is None else larger_ood_set(args, data["train"])
+    for name, subset in hans_subsets(ood).items():
         eval_sets[name] = tokenize(subset, tokenizer, args.max_length)
     groups = {"ID": ["id"], "OOD": [n for n in eval_sets if n != "id"], "mixed": list(eval_sets)}
     climb = ClimbSchedule(ramp_steps=args.ramp_steps, settle_steps=args.settle_steps,
@@ -206,6 +263,12 @@ def main() -> None:
               "show_progress": False, "figure": True, "climb": climb}
     per_strategy = {"grid": {"steps_per_run": args.grid_steps}, "nested": {"steps_per_run": args.nested_steps},
                     "climb": {"pruning_overrides": json.loads(args.climb_overrides)}}
+    if args.rescore_into:
+        rescore(args, workdir, Path(args.rescore_into), prune_train, eval_sets, groups, common["collate_fn"])
+        summary = write_summary(args, Path(args.rescore_into), step_size)
+        if summary:
+            print(json.dumps({k: v for k, v in summary.items() if k != "per_checkpoint"}, indent=1))
+        return
     strategies = args.strategies.split(",")
     checkpoints = find_checkpoints(run_dir)
     logger.info("%d checkpoints; %d eval cases; strategies %s", len(checkpoints), len(eval_sets), strategies)

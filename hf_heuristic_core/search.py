@@ -316,7 +316,9 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
                           output_dir: str | os.PathLike | None = None, margin: float = 0.03,
                           means_examples: int = 512, eval_batch_size: int = 32,
                           collapse_to_entailment: bool | Iterable[str] | str = "auto", entailment_id: int = 0,
-                          model_class: Any = None, show_progress: bool = False) -> EffectiveSizeSearch:
+                          model_class: Any = None, show_progress: bool = False,
+                          masks: Mapping[Any, Mapping[Any, Mapping[str, Any]]] | None = None
+                          ) -> EffectiveSizeSearch:
     """Effective size of one model (checkpoint) per group of evaluation sets.
 
     `model_or_path`: a loaded Transformers model (wrapped for the search and unwrapped afterwards) or a folder / Hub
@@ -327,6 +329,11 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     to ``PruningConfig(init_mean=3.0)``; `pruning_overrides` are `PruningArguments` fields (e.g.
     ``{"per_device_train_batch_size": 32}``). With `output_dir`, every level's masks are saved there as an artifact
     (``seed-0/sparsity-0.3``).
+
+    `masks` (``{seed: {sparsity: {"heads": [[...]], "mlps": [...]}}}``, e.g. a results entry's ``masks``) re-scores
+    subnetworks found earlier instead of pruning: their seeds and sparsities replace `seeds` and `sparsities`, the
+    cost is 0 pruning steps, and only the evaluation (with this call's `eval_sets`, `groups` and `margin`) runs. Use
+    it to judge the same subnetworks on a larger or different evaluation set.
     """
     if strategy not in SEARCH_STRATEGIES:
         raise EffectiveSizeError(f"strategy must be one of {SEARCH_STRATEGIES}, got {strategy!r}")
@@ -335,6 +342,10 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     if isinstance(model_or_path, PrunableModel):
         raise TypeError("search_effective_size wraps the model itself; pass the plain Transformers model "
                         "(prunable.model) or a checkpoint folder.")
+    known = None
+    if masks is not None:
+        known = _check_known_masks(masks)
+        seeds, sparsities = list(known), list(next(iter(known.values())))
     levels = check_sparsities(sparsities)
     seed_list = check_seeds(seeds)
     resolved_groups = check_groups(groups, eval_sets)
@@ -361,7 +372,7 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     try:
         return _search(prunable, train_dataset, eval_sets, resolved_groups, strategy, levels, seed_list,
                        steps_per_run, climb, pruning_overrides, collate_fn, output_dir, float(margin), means_examples,
-                       eval_batch_size, collapse_to_entailment, entailment_id, show_progress, started)
+                       eval_batch_size, collapse_to_entailment, entailment_id, show_progress, started, known)
     finally:
         prunable.unwrap()
         for module, mode in zip(model.modules(), modes):
@@ -372,7 +383,10 @@ def _search(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str,
             strategy: str, levels: list[float], seeds: list[int], steps_per_run: int, climb: ClimbSchedule,
             overrides: Mapping[str, Any] | None, collate_fn: Callable | None, output_dir: str | os.PathLike | None,
             margin: float, means_examples: int, eval_batch_size: int, collapse: Any, entailment_id: int,
-            show_progress: bool, started: float) -> EffectiveSizeSearch:
+            show_progress: bool, started: float,
+            known: dict[int, dict[float, dict[str, torch.Tensor]]] | None = None) -> EffectiveSizeSearch:
+    if known is not None:
+        _check_mask_shapes(prunable, known)   # before the means: fail fast
     pad = getattr(prunable.config, "pad_token_id", None) or 0
     collator = collate_fn or PadCollator(pad)
     device = next(prunable.model.parameters()).device
@@ -392,27 +406,12 @@ def _search(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str,
         raise EffectiveSizeError(f"evaluation set(s) {unlabeled} have no 'labels'/'label' column; effective size "
                                  "compares accuracies, so every evaluation set needs labels.")
 
-    units = prunable.num_units()
-    masks: dict[int, dict[float, dict[str, torch.Tensor]]] = {}
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="hhc-search-") as scratch:
-        runner = _Runner(prunable, train_dataset, collator, overrides, scratch)
-        for seed in seeds:
-            trivial = {s: _all_kept(prunable) for s in levels if round(s * units) == 0}
-            to_learn = [s for s in levels if s not in trivial]
-            learned: dict[float, dict[str, torch.Tensor]] = {}
-            if to_learn and strategy == "grid":
-                for level in to_learn:
-                    learned[level], info = runner.grid_run(level, seed, steps_per_run)
-                    runs.append(info)
-            elif to_learn:
-                run = runner.climb_run(to_learn, seed, climb) if strategy == "climb" else \
-                    runner.nested_run(to_learn, seed, steps_per_run)
-                learned, info = run
-                runs.append(info)
-            logger.info("%s: seed %d, %d levels learned in %d pruning steps", strategy, seed, len(to_learn),
-                        sum(r["steps"] for r in runs if r["seed"] == seed))
-            masks[seed] = {s: (trivial.get(s) if s in trivial else learned[s]) for s in levels}
+    if known is not None:
+        masks = known
+    else:
+        masks, runs = _learn_masks(prunable, train_dataset, collator, overrides, strategy, levels, seeds,
+                                   steps_per_run, climb)
 
     pruned: dict[int, dict[float, dict[str, float]]] = {}
     evaluations: dict[int, dict[float, dict[str, dict[str, float]]]] = {}
@@ -441,6 +440,82 @@ def _search(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str,
         masks={seed: {s: {k: v.tolist() for k, v in m.items()} for s, m in table.items()}
                for seed, table in masks.items()},
         runs=runs, wall_seconds=time.perf_counter() - started)
+
+
+def _learn_masks(prunable: PrunableModel, train_dataset: Any, collator: Callable, overrides: Mapping[str, Any],
+                 strategy: str, levels: list[float], seeds: list[int], steps_per_run: int, climb: ClimbSchedule
+                 ) -> tuple[dict[int, dict[float, dict[str, torch.Tensor]]], list[dict[str, Any]]]:
+    """Binarized masks per seed and level, found with `strategy`, and one info record per pruning run."""
+    units = prunable.num_units()
+    masks: dict[int, dict[float, dict[str, torch.Tensor]]] = {}
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="hhc-search-") as scratch:
+        runner = _Runner(prunable, train_dataset, collator, overrides, scratch)
+        for seed in seeds:
+            trivial = {s: _all_kept(prunable) for s in levels if round(s * units) == 0}
+            to_learn = [s for s in levels if s not in trivial]
+            learned: dict[float, dict[str, torch.Tensor]] = {}
+            if to_learn and strategy == "grid":
+                for level in to_learn:
+                    learned[level], info = runner.grid_run(level, seed, steps_per_run)
+                    runs.append(info)
+            elif to_learn:
+                run = runner.climb_run(to_learn, seed, climb) if strategy == "climb" else \
+                    runner.nested_run(to_learn, seed, steps_per_run)
+                learned, info = run
+                runs.append(info)
+            logger.info("%s: seed %d, %d levels learned in %d pruning steps", strategy, seed, len(to_learn),
+                        sum(r["steps"] for r in runs if r["seed"] == seed))
+            masks[seed] = {s: (trivial.get(s) if s in trivial else learned[s]) for s in levels}
+    return masks, runs
+
+
+def _check_known_masks(masks: Any) -> dict[int, dict[float, dict[str, torch.Tensor]]]:
+    """``{seed: {sparsity: {"heads", "mlps"}}}`` with JSON's string keys accepted; every seed must list the same
+    sparsities (the effective size compares levels across seeds)."""
+    example = '{0: {0.3: {"heads": [[1.0, 0.0, ...], ...], "mlps": [1.0, ...]}}}'
+    if not isinstance(masks, Mapping) or not masks:
+        raise EffectiveSizeError(f"masks must map seed -> sparsity -> {{'heads', 'mlps'}}, e.g. {example}; "
+                                 f"got {type(masks).__name__}")
+    known: dict[int, dict[float, dict[str, torch.Tensor]]] = {}
+    for seed, table in masks.items():
+        try:
+            seed_id = int(seed)
+        except (TypeError, ValueError):
+            raise EffectiveSizeError(f"masks: seed key {seed!r} is not an integer; the shape is {example}") from None
+        if not isinstance(table, Mapping) or not table:
+            raise EffectiveSizeError(f"masks[{seed!r}] must map sparsity -> masks, got {table!r:.80}")
+        levels: dict[float, dict[str, torch.Tensor]] = {}
+        for level, unit_masks in table.items():
+            try:
+                value = float(level)
+            except (TypeError, ValueError):
+                raise EffectiveSizeError(f"masks[{seed!r}]: sparsity key {level!r} is not a number") from None
+            if not isinstance(unit_masks, Mapping) or set(unit_masks) != {"heads", "mlps"}:
+                found = sorted(unit_masks) if isinstance(unit_masks, Mapping) else type(unit_masks).__name__
+                raise EffectiveSizeError(f"masks[{seed!r}][{level!r}] must have exactly the keys 'heads' and "
+                                         f"'mlps', got {found}")
+            levels[value] = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in unit_masks.items()}
+        known[seed_id] = levels
+    first = sorted(next(iter(known.values())))
+    for seed_id, levels in known.items():
+        if sorted(levels) != first:
+            raise EffectiveSizeError(f"masks: seed {seed_id} has sparsities {sorted(levels)} but the first seed has "
+                                     f"{first}; every seed needs the same levels.")
+    return known
+
+
+def _check_mask_shapes(prunable: PrunableModel, known: Mapping[int, Mapping[float, Mapping[str, torch.Tensor]]]
+                       ) -> None:
+    expected = {"heads": (prunable.num_layers, prunable.num_heads), "mlps": (prunable.num_layers,)}
+    for seed, levels in known.items():
+        for level, unit_masks in levels.items():
+            for kind, shape in expected.items():
+                if tuple(unit_masks[kind].shape) != shape:
+                    raise EffectiveSizeError(
+                        f"masks[{seed}][{level:g}]['{kind}'] has shape {tuple(unit_masks[kind].shape)}, but this "
+                        f"model needs {shape} ({prunable.num_layers} layers x {prunable.num_heads} heads); the masks "
+                        "come from another architecture.")
 
 
 def _all_kept(prunable: PrunableModel) -> dict[str, torch.Tensor]:

@@ -225,6 +225,48 @@ def test_search_rejects_bad_input_before_any_work(data):
     assert not model.bert.encoder.layer[0].attention.output.dense._forward_pre_hooks   # unwrapped after the error
 
 
+def test_known_masks_are_rescored_without_pruning_and_reproduce_the_search(data):
+    model = tiny_bert()
+    found = search_effective_size(model, data["train"], {"a": data["a"]}, strategy="grid", sparsities=[0.2, 0.5],
+                                  seeds=[0, 1], steps_per_run=3, pruning_overrides=FAST)
+    stored = json.loads(json.dumps(found.to_dict()))["masks"]      # string keys, as in a results file
+    again = search_effective_size(model, data["train"], {"a": data["a"], "b": data["b"]},
+                                  {"A": ["a"], "B": ["b"]}, strategy="grid", masks=stored)
+    assert again.cost_steps == 0 and again.runs == []
+    assert again.seeds == [0, 1] and again.sparsities == [0.2, 0.5]
+    for seed in (0, 1):
+        for level in (0.2, 0.5):
+            assert again.masks[seed][level] == found.masks[seed][level]
+            assert again.pruned_accuracy[seed][level]["a"] == found.pruned_accuracy[seed][level]["a"]
+    assert again.effective_size["A"] == found.effective_size["all"]
+    # The new set "b": the same subnetworks evaluated by hand on a wrapped copy with the same means.
+    reference = PrunableModel(tiny_bert())
+    reference.compute_means(data["train"], show_progress=False)
+    for level in (0.2, 0.5):
+        reference.set_masks(heads=torch.tensor(stored["1"][format(level, "g")]["heads"]),
+                            mlps=torch.tensor(stored["1"][format(level, "g")]["mlps"]))
+        with torch.no_grad():   # one example at a time: no padding involved
+            correct = [int(reference(input_ids=torch.tensor([row["input_ids"]])).logits.argmax(-1)) == row["labels"]
+                       for row in data["b"]]
+        accuracy = sum(correct) / len(correct)
+        assert again.pruned_accuracy[1][level]["b"] == pytest.approx(accuracy)
+    reference.unwrap()
+
+
+@pytest.mark.parametrize("masks, message", [
+    ({}, "masks must map seed"),
+    ({"x": {0.3: {}}}, "not an integer"),
+    ({0: {"high": {}}}, "not a number"),
+    ({0: {0.3: {"heads": [[1.0]]}}}, "exactly the keys 'heads' and 'mlps'"),
+    ({0: {0.3: {"heads": [[1.0] * 4] * 2, "mlps": [1.0] * 2}},
+      1: {0.5: {"heads": [[1.0] * 4] * 2, "mlps": [1.0] * 2}}}, "every seed needs the same levels"),
+    ({0: {0.3: {"heads": [[1.0] * 3] * 2, "mlps": [1.0] * 2}}}, r"shape \(2, 3\).*another architecture"),
+])
+def test_bad_known_masks_are_rejected(data, masks, message):
+    with pytest.raises(EffectiveSizeError, match=message):
+        search_effective_size(tiny_bert(), data["train"], {"a": data["a"]}, masks=masks)
+
+
 def test_descending_climb_prunes_to_the_top_level_first_then_lets_units_back():
     climb = LevelClimb([0.1, 0.3], num_units=10, schedule=ClimbSchedule(ramp_steps=2, settle_steps=1,
                                                                          max_wait_steps=5, first_ramp_steps=3,
