@@ -35,6 +35,7 @@ from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from .arguments import PruningArguments
 from .config import PruningConfig
 from .effective_size import EffectiveSizeError, effective_size_per_seed
+from .errors import MaskShapeError
 from .evaluation import evaluate_subnetwork, full_model_accuracy
 from .means import PadCollator
 from .model import PrunableModel
@@ -385,8 +386,7 @@ def _search(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str,
             margin: float, means_examples: int, eval_batch_size: int, collapse: Any, entailment_id: int,
             show_progress: bool, started: float,
             known: dict[int, dict[float, dict[str, torch.Tensor]]] | None = None) -> EffectiveSizeSearch:
-    if known is not None:
-        _check_mask_shapes(prunable, known)   # before the means: fail fast
+    masks = None if known is None else _validated_known_masks(prunable, known)   # before the means: fail fast
     pad = getattr(prunable.config, "pad_token_id", None) or 0
     collator = collate_fn or PadCollator(pad)
     device = next(prunable.model.parameters()).device
@@ -407,9 +407,7 @@ def _search(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str,
                                  "compares accuracies, so every evaluation set needs labels.")
 
     runs: list[dict[str, Any]] = []
-    if known is not None:
-        masks = known
-    else:
+    if masks is None:
         masks, runs = _learn_masks(prunable, train_dataset, collator, overrides, strategy, levels, seeds,
                                    steps_per_run, climb)
 
@@ -505,17 +503,22 @@ def _check_known_masks(masks: Any) -> dict[int, dict[float, dict[str, torch.Tens
     return known
 
 
-def _check_mask_shapes(prunable: PrunableModel, known: Mapping[int, Mapping[float, Mapping[str, torch.Tensor]]]
-                       ) -> None:
-    expected = {"heads": (prunable.num_layers, prunable.num_heads), "mlps": (prunable.num_layers,)}
+def _validated_known_masks(prunable: PrunableModel,
+                           known: Mapping[int, Mapping[float, Mapping[str, torch.Tensor]]]
+                           ) -> dict[int, dict[float, dict[str, torch.Tensor]]]:
+    """Each given mask through the model's own check (`set_masks`' shape, finiteness and [0, 1] range), with the seed
+    and level that failed named in the error."""
+    validated: dict[int, dict[float, dict[str, torch.Tensor]]] = {}
     for seed, levels in known.items():
+        validated[seed] = {}
         for level, unit_masks in levels.items():
-            for kind, shape in expected.items():
-                if tuple(unit_masks[kind].shape) != shape:
-                    raise EffectiveSizeError(
-                        f"masks[{seed}][{level:g}]['{kind}'] has shape {tuple(unit_masks[kind].shape)}, but this "
-                        f"model needs {shape} ({prunable.num_layers} layers x {prunable.num_heads} heads); the masks "
-                        "come from another architecture.")
+            try:
+                validated[seed][level] = {kind: prunable._validated_mask(kind, mask)
+                                          for kind, mask in unit_masks.items()}
+            except MaskShapeError as err:
+                raise EffectiveSizeError(f"masks[{seed}][{level:g}] cannot be used on this model: {err} Masks from "
+                                         "another architecture, or with values outside [0, 1], do not apply.") from err
+    return validated
 
 
 def _all_kept(prunable: PrunableModel) -> dict[str, torch.Tensor]:

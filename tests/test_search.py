@@ -261,6 +261,7 @@ def test_known_masks_are_rescored_without_pruning_and_reproduce_the_search(data)
     ({0: {0.3: {"heads": [[1.0] * 4] * 2, "mlps": [1.0] * 2}},
       1: {0.5: {"heads": [[1.0] * 4] * 2, "mlps": [1.0] * 2}}}, "every seed needs the same levels"),
     ({0: {0.3: {"heads": [[1.0] * 3] * 2, "mlps": [1.0] * 2}}}, r"shape \(2, 3\).*another architecture"),
+    ({0: {0.3: {"heads": [[2.0] * 4] * 2, "mlps": [1.0] * 2}}}, r"masks\[0\]\[0.3\].*values must lie in \[0, 1\]"),
 ])
 def test_bad_known_masks_are_rejected(data, masks, message):
     with pytest.raises(EffectiveSizeError, match=message):
