@@ -32,7 +32,7 @@ from hf_heuristic_core import generate_nli, hans_subsets  # noqa: E402
 from hf_heuristic_core.io_utils import atomic_write_text  # noqa: E402
 from hf_heuristic_core.offline_models import minilm_path  # noqa: E402
 from hf_heuristic_core.search import ClimbSchedule, search_effective_size  # noqa: E402
-from hf_heuristic_core.tracking import EffectiveSizeResults, find_checkpoints, track_effective_size  # noqa: E402
+from hf_heuristic_core.search.tracking import EffectiveSizeResults, find_checkpoints, track_effective_size  # noqa: E402
 
 logger = logging.getLogger("bench_effective_size_search")
 

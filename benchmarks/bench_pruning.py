@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForSequenceClassification  # noqa: E402
 
 from hf_heuristic_core import PrunableModel, PruningConfig  # noqa: E402
-from hf_heuristic_core.trainer import kl_to_teacher  # noqa: E402
+from hf_heuristic_core.training.trainer import kl_to_teacher  # noqa: E402
 
 
 def load(name: str) -> torch.nn.Module:

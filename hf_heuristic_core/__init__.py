@@ -2,43 +2,86 @@
 
 Masks are injected through hooks (no forked modeling files); see `PrunableModel`, `PruningConfig` and
 `PruningTrainer`. Plotting lives in `hf_heuristic_core.plotting` (needs the `plot` extra).
+
+Names are imported on first use, so `import hf_heuristic_core` (and every `hf-heuristic-core ... --help`) does not
+pay for torch, transformers and datasets until they are needed.
 """
 
-from .analysis import AblationTable, PruneManyResult, ablation_table, datasets_from_spec, prune_many
-from .architectures import ARCHITECTURES, ArchitectureMap, resolve_architecture, supported_model_types
-from .arguments import PruningArguments
-from .artifacts import MaskArtifact, read_artifact
-from .attention_patterns import AttentionUnavailableError, attention_shares, collect_attention_shares
-from .callbacks import EffectiveSizeCallback
-from .config import PruningConfig
-from .data import collapse_nli_predictions, generate_nli, hans_subsets, load_hans, load_mnli, load_paws, load_qqp
-from .evaluation import evaluate_subnetwork, full_model_accuracy
-from .effective_size import EffectiveSizeError, effective_size, effective_size_per_seed
-from .errors import (ArtifactError, MaskShapeError, MissingMeansError, PruningError,
-                     UnsupportedArchitectureError)
-from .hard_concrete import HardConcrete, topk_binarize
-from .mask_stats import (CoreResult, MaskStatsError, core, head_frequency, inverse, iomin, iou, joint_frequency,
-                         mlp_frequency, random_from_complement, random_like, spearman, unit_frequency)
-from .model import PrunableModel
-from .report import analyze
-from .search import ClimbSchedule, EffectiveSizeSearch, search_effective_size
-from .tracking import EffectiveSizeResults, track_effective_size
-from .trainer import PruningTrainer, TeacherCache, kl_to_teacher
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import _compat
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ClimbSchedule", "EffectiveSizeCallback", "EffectiveSizeResults", "EffectiveSizeSearch", "search_effective_size",
-    "track_effective_size",
-    "AblationTable", "AttentionUnavailableError", "PruneManyResult", "ablation_table", "analyze",
-    "attention_shares", "collect_attention_shares", "datasets_from_spec", "evaluate_subnetwork",
-    "full_model_accuracy", "prune_many",
-    "ARCHITECTURES", "ArchitectureMap", "ArtifactError", "CoreResult", "EffectiveSizeError", "HardConcrete",
-    "MaskArtifact", "MaskShapeError", "MaskStatsError", "MissingMeansError", "PrunableModel", "PruningArguments",
-    "PruningConfig", "PruningError", "PruningTrainer", "TeacherCache", "UnsupportedArchitectureError",
-    "collapse_nli_predictions", "core", "effective_size", "effective_size_per_seed", "generate_nli",
-    "hans_subsets", "head_frequency", "inverse", "iomin", "iou", "joint_frequency", "kl_to_teacher", "load_hans",
-    "load_mnli", "load_paws", "load_qqp", "mlp_frequency", "random_from_complement", "random_like",
-    "read_artifact", "resolve_architecture", "spearman", "supported_model_types", "topk_binarize",
-    "unit_frequency",
-]
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(["AblationTable", "PruneManyResult", "ablation_table", "datasets_from_spec", "prune_many"],
+                    "analysis.prune_many"),
+    **dict.fromkeys(["ARCHITECTURES", "ArchitectureMap", "resolve_architecture", "supported_model_types"],
+                    "architectures.resolve"),
+    "PruningArguments": "training.arguments",
+    **dict.fromkeys(["MaskArtifact", "read_artifact"], "artifacts"),
+    **dict.fromkeys(["AttentionUnavailableError", "attention_shares", "collect_attention_shares"],
+                    "analysis.attention_patterns"),
+    "EffectiveSizeCallback": "search.callback",
+    "PruningConfig": "config",
+    **dict.fromkeys(["collapse_nli_predictions", "generate_nli", "hans_subsets", "load_hans", "load_mnli",
+                     "load_paws", "load_qqp"], "data.nli"),
+    **dict.fromkeys(["evaluate_subnetwork", "full_model_accuracy"], "evaluation.subnetwork"),
+    **dict.fromkeys(["EffectiveSizeError", "effective_size", "effective_size_per_seed"], "evaluation.effective_size"),
+    **dict.fromkeys(["ArtifactError", "MaskShapeError", "MissingMeansError", "PruningError",
+                     "UnsupportedArchitectureError"], "errors"),
+    **dict.fromkeys(["HardConcrete", "topk_binarize"], "relaxations.hard_concrete"),
+    **dict.fromkeys(["CoreResult", "MaskStatsError", "core", "head_frequency", "inverse", "iomin", "iou",
+                     "joint_frequency", "mlp_frequency", "random_from_complement", "random_like", "spearman",
+                     "unit_frequency"], "analysis.mask_stats"),
+    "PrunableModel": "model",
+    "analyze": "analysis.report",
+    **dict.fromkeys(["ClimbSchedule", "EffectiveSizeSearch", "search_effective_size"], "search.run"),
+    **dict.fromkeys(["EffectiveSizeResults", "track_effective_size"], "search.tracking"),
+    **dict.fromkeys(["PruningTrainer", "TeacherCache", "kl_to_teacher"], "training.trainer"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+_compat.install(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .analysis.attention_patterns import AttentionUnavailableError, attention_shares, collect_attention_shares
+    from .analysis.mask_stats import (CoreResult, MaskStatsError, core, head_frequency, inverse, iomin, iou,
+                                      joint_frequency, mlp_frequency, random_from_complement, random_like, spearman,
+                                      unit_frequency)
+    from .analysis.prune_many import AblationTable, PruneManyResult, ablation_table, datasets_from_spec, prune_many
+    from .analysis.report import analyze
+    from .architectures.resolve import ARCHITECTURES, ArchitectureMap, resolve_architecture, supported_model_types
+    from .artifacts import MaskArtifact, read_artifact
+    from .config import PruningConfig
+    from .data.nli import (collapse_nli_predictions, generate_nli, hans_subsets, load_hans, load_mnli, load_paws,
+                           load_qqp)
+    from .errors import (ArtifactError, MaskShapeError, MissingMeansError, PruningError,
+                         UnsupportedArchitectureError)
+    from .evaluation.effective_size import EffectiveSizeError, effective_size, effective_size_per_seed
+    from .evaluation.subnetwork import evaluate_subnetwork, full_model_accuracy
+    from .model import PrunableModel
+    from .relaxations.hard_concrete import HardConcrete, topk_binarize
+    from .search.callback import EffectiveSizeCallback
+    from .search.run import ClimbSchedule, EffectiveSizeSearch, search_effective_size
+    from .search.tracking import EffectiveSizeResults, track_effective_size
+    from .training.trainer import PruningTrainer, TeacherCache, kl_to_teacher

@@ -15,12 +15,12 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from .architectures import ResolvedArchitecture, resolve_architecture, transformers_model
+from .architectures.resolve import ResolvedArchitecture, resolve_architecture, transformers_model
 from .config import PruningConfig
 from .errors import MaskShapeError, MissingMeansError, PruningError
-from .hard_concrete import LagrangeMultipliers, MaskLogits, check_sparsity, topk_binarize
-from .hooks import mask_block, mask_heads, resample_reference
-from .means import (MeanStatistics, iterate_batches, model_input_names, progress, token_mask_for,
+from .relaxations.hard_concrete import LagrangeMultipliers, MaskLogits, check_sparsity, topk_binarize
+from .ablation.apply import mask_block, mask_heads, resample_reference
+from .ablation.means import (MeanStatistics, iterate_batches, model_input_names, progress, token_mask_for,
                     update_fingerprint, weighted_sum)
 
 UNIT_KINDS = ("heads", "mlps")

@@ -1,0 +1,159 @@
+"""Effective size: the size of the smallest pruned subnetwork that is still faithful to the full model.
+
+Definition (The Heuristic Core, section 5 / Figure 6, as implemented here)
+--------------------------------------------------------------------------
+Inputs: the full model's accuracy per evaluation case, ``full_accuracy = {case: acc}``, and the accuracy of a pruned
+subnetwork at each sparsity of a grid, ``pruned_accuracy = {sparsity: {case: acc}}``, sparsities as fractions of
+pruned units in ``[0, 1)``. An evaluation set ``D`` is a list of cases (``cases``; default: every case of
+``full_accuracy``); the paper uses ID = MNLI matched + mismatched, OOD = the four HANS subcases, mixed = all six.
+
+* ``mean_full = mean(full_accuracy[c] for c in D)`` and, per sparsity ``s``,
+  ``mean_s = mean(pruned_accuracy[s][c] for c in D)``: unweighted means over cases, so each case counts equally.
+* Sparsity ``s`` is *faithful* iff ``mean_s > mean_full - margin`` (strict; ``margin`` is absolute, one-sided: a
+  subnetwork that beats the full model is faithful).
+* ``effective_size = 1 - max{s : s faithful}``, or ``1.0`` when no sparsity is faithful. The maximum is taken over
+  all faithful sparsities, so in a non-monotone table an unfaithful sparsity below a faithful one does not matter.
+
+Accuracies and ``margin`` must be on the same scale (fractions with ``margin=0.03`` = 3 points). The released code
+computes the effective size per pruning seed and then averages; :func:`effective_size_per_seed` does that.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import statistics
+from typing import Any, Hashable, Iterable, Mapping
+
+from ..errors import PruningError
+
+__all__ = ["EffectiveSizeError", "effective_size", "effective_size_per_seed"]
+
+
+class EffectiveSizeError(PruningError, ValueError):
+    """An accuracy table, case list, sparsity or margin passed to the effective-size computation is invalid."""
+
+
+def _check_margin(margin: float) -> float:
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not math.isfinite(margin):
+        raise EffectiveSizeError(f"margin must be a finite number, got {margin!r}; e.g. margin=0.03 for 3 points")
+    if margin < 0:
+        raise EffectiveSizeError(f"margin must be >= 0, got {margin!r}; it is the allowed drop, e.g. 0.03")
+    return float(margin)
+
+
+def _resolve_cases(full_accuracy: Mapping[Hashable, float], cases: Iterable[Hashable] | None) -> list[Hashable]:
+    """The evaluation set: explicit cases, or every case of the full model."""
+    if not isinstance(full_accuracy, Mapping) or len(full_accuracy) == 0:
+        raise EffectiveSizeError(
+            "full_accuracy is empty (or not a mapping); pass the full model's accuracy per case, "
+            "e.g. {'validation_matched': 0.83}"
+        )
+    if cases is None:
+        return list(full_accuracy)
+    if isinstance(cases, (str, bytes)):
+        raise EffectiveSizeError(f"cases must be a collection of case names, not one string; wrap it: [{cases!r}]")
+    resolved = list(cases)
+    if not resolved:
+        raise EffectiveSizeError("cases is empty; pass at least one case name, or None to use every case")
+    duplicates = sorted({str(c) for c in resolved if resolved.count(c) > 1})
+    if duplicates:
+        raise EffectiveSizeError(f"cases lists {duplicates} more than once; list each case once")
+    missing = [c for c in resolved if c not in full_accuracy]
+    if missing:
+        raise EffectiveSizeError(
+            f"case {missing[0]!r} is not in full_accuracy (it has {sorted(map(str, full_accuracy))}); "
+            "fix the case name or add the full model's accuracy for it"
+        )
+    return resolved
+
+
+def _accuracy(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise EffectiveSizeError(f"{where} is {value!r}; accuracies must be finite numbers (re-run that evaluation)")
+    return float(value)
+
+
+def _mean_accuracy(table: Mapping[Hashable, Any], cases: list[Hashable], where: str) -> float:
+    """Unweighted mean over cases; `where` names the table in error messages."""
+    if not isinstance(table, Mapping):
+        raise EffectiveSizeError(f"{where} must map case -> accuracy, got {type(table).__name__}")
+    values = []
+    for case in cases:
+        if case not in table:
+            raise EffectiveSizeError(
+                f"{where} has no accuracy for case {case!r}; evaluate that subnetwork on it or drop it from cases"
+            )
+        values.append(_accuracy(table[case], f"{where}[{case!r}]"))
+    return math.fsum(values) / len(values)
+
+
+def _check_sparsity(sparsity: Any) -> float:
+    if isinstance(sparsity, bool) or not isinstance(sparsity, numbers.Real):
+        raise EffectiveSizeError(
+            f"sparsity key {sparsity!r} is not a number; use fractions as keys, e.g. 0.5 "
+            "(convert JSON string keys of percents with float(key) / 100)"
+        )
+    value = float(sparsity)
+    if not math.isfinite(value) or not 0.0 <= value < 1.0:
+        raise EffectiveSizeError(
+            f"sparsity {sparsity!r} is outside [0, 1); pass fractions, e.g. 0.5 not 50"
+        )
+    return value
+
+
+def effective_size(
+    full_accuracy: Mapping[Hashable, float],
+    pruned_accuracy: Mapping[float, Mapping[Hashable, float]],
+    cases: Iterable[Hashable] | None = None,
+    margin: float = 0.03,
+) -> float:
+    """``1 - (highest faithful sparsity)``, or 1.0 if none is faithful; see the module docstring for the definition.
+
+    A sparsity is faithful when the mean pruned accuracy over ``cases`` is strictly greater than the full model's
+    mean over the same cases minus ``margin``.
+    """
+    margin = _check_margin(margin)
+    selected = _resolve_cases(full_accuracy, cases)
+    threshold = _mean_accuracy(full_accuracy, selected, "full_accuracy") - margin
+    if not isinstance(pruned_accuracy, Mapping) or len(pruned_accuracy) == 0:
+        raise EffectiveSizeError(
+            "pruned_accuracy is empty (or not a mapping); pass {sparsity: {case: accuracy}}, e.g. {0.5: {...}}"
+        )
+    best: float | None = None
+    for sparsity, table in pruned_accuracy.items():
+        s = _check_sparsity(sparsity)
+        mean = _mean_accuracy(table, selected, f"pruned_accuracy[{sparsity!r}]")
+        if mean > threshold and (best is None or s > best):
+            best = s
+    return 1.0 if best is None else 1.0 - best
+
+
+def effective_size_per_seed(
+    full_accuracy: Mapping[Hashable, float],
+    pruned_by_seed: Mapping[Hashable, Mapping[float, Mapping[Hashable, float]]],
+    cases: Iterable[Hashable] | None = None,
+    margin: float = 0.03,
+) -> dict[str, Any]:
+    """Effective size per pruning seed, then mean and std across seeds (the released code's order of operations).
+
+    Returns ``{"per_seed": {seed: size}, "mean": float, "std": float, "num_seeds": int}``; ``std`` is the population
+    standard deviation (ddof=0), so a single seed gives 0.0 rather than NaN.
+    """
+    if not isinstance(pruned_by_seed, Mapping) or len(pruned_by_seed) == 0:
+        raise EffectiveSizeError(
+            "pruned_by_seed is empty (or not a mapping); pass {seed: {sparsity: {case: accuracy}}}"
+        )
+    per_seed: dict[Hashable, float] = {}
+    for seed, table in pruned_by_seed.items():
+        try:
+            per_seed[seed] = effective_size(full_accuracy, table, cases=cases, margin=margin)
+        except EffectiveSizeError as exc:
+            raise EffectiveSizeError(f"seed {seed!r}: {exc}") from exc
+    values = list(per_seed.values())
+    return {
+        "per_seed": per_seed,
+        "mean": statistics.fmean(values),
+        "std": statistics.pstdev(values),
+        "num_seeds": len(values),
+    }

@@ -1,0 +1,137 @@
+"""`evaluate_subnetwork`: accuracy per evaluation set, agreement with the full model, and KL to it.
+
+For HANS-style sets (2-way labels: entailment / non-entailment) scored by a 3-way NLI model, predictions are collapsed
+to entailment vs anything else. Full-model logits can be cached across calls, since many subnetworks of one model are
+evaluated on the same data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterable, Iterator, Mapping
+
+import torch
+
+from ..ablation.means import iterate_batches, model_input_names
+from ..model import PrunableModel
+from ..training.trainer import kl_to_teacher
+
+LABEL_KEYS = ("labels", "label")
+
+
+def _labels_of(batch: Mapping[str, Any]) -> torch.Tensor | None:
+    for key in LABEL_KEYS:
+        value = batch.get(key)
+        if isinstance(value, torch.Tensor):
+            return value
+    return None
+
+
+def _collapse(predictions: torch.Tensor, entailment_id: int) -> torch.Tensor:
+    return (predictions != entailment_id).long()
+
+
+@contextlib.contextmanager
+def applied_masks(model: PrunableModel, masks: Any) -> Iterator[None]:
+    """Temporarily apply `masks` (a `{"heads", "mlps"}` dict, an artifact folder / repo id, or None = as is)."""
+    if masks is None:
+        yield
+        return
+    previous = (model.fixed_heads, model.fixed_mlps)
+    if isinstance(masks, (str, os.PathLike)):
+        from ..artifacts import read_artifact
+        artifact = read_artifact(masks)
+        masks = {"heads": artifact.heads, "mlps": artifact.mlps}
+    model.set_masks(heads=masks.get("heads"), mlps=masks.get("mlps"))
+    try:
+        yield
+    finally:
+        model.fixed_heads, model.fixed_mlps = previous
+        model._eval_cache = None
+
+
+@torch.no_grad()
+def evaluate_subnetwork(model: PrunableModel, eval_sets: Mapping[str, Any], masks: Any = None, *,
+                        batch_size: int = 32, collate_fn=None, ablation: str | None = None,
+                        collapse_to_entailment: bool | Iterable[str] | str = "auto", entailment_id: int = 0,
+                        full_model_cache: dict[str, list[torch.Tensor]] | None = None,
+                        device: torch.device | str | None = None) -> dict[str, dict[str, float]]:
+    """Evaluate the subnetwork given by `masks` (default: the model's current eval masks) on each set.
+
+    `eval_sets` maps a name to tokenized data with a `labels` / `label` column (a `datasets.Dataset`, a `DataLoader`
+    or any iterable of dict batches). Returns `{name: {"accuracy", "agreement", "kl", "num_examples"}}`: accuracy
+    against the labels, agreement of argmax predictions with the full model, and KL(full || subnetwork) (batchmean).
+
+    `collapse_to_entailment`: "auto" collapses predictions of a model with 3 or more labels on sets whose labels are
+    all 0/1 (HANS-style); True / False for every set; or the names of the sets to collapse.
+    `full_model_cache`: a dict reused across calls to skip recomputing the full model's logits.
+    """
+    if not eval_sets:
+        raise ValueError("evaluate_subnetwork needs at least one evaluation set, e.g. {'id': dataset}.")
+    was_training = model.training
+    model.eval()
+    device = torch.device(device) if device is not None else next(model.model.parameters()).device
+    accepted = model_input_names(model.model)
+    num_labels = getattr(model.config, "num_labels", None) or 0
+    pad = getattr(model.config, "pad_token_id", None) or 0
+    results: dict[str, dict[str, float]] = {}
+    ablation_context = model.using_ablation(ablation) if ablation else contextlib.nullcontext()
+    try:
+        with applied_masks(model, masks), ablation_context:
+            for name, data in eval_sets.items():
+                batches, _ = iterate_batches(data, batch_size, pad, collate_fn, extra_columns=LABEL_KEYS)
+                cached = full_model_cache.get(name) if full_model_cache is not None else None
+                fresh: list[torch.Tensor] = []
+                correct = agree = count = 0
+                kl_total = 0.0
+                labels_seen: list[torch.Tensor] = []
+                predictions_seen: list[torch.Tensor] = []
+                for index, batch in enumerate(batches):
+                    labels = _labels_of(batch)
+                    inputs = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)
+                              and k not in LABEL_KEYS and (not accepted or k in accepted)}
+                    if cached is not None and index < len(cached):
+                        full = cached[index].to(device)
+                    else:
+                        with model.masks_disabled():
+                            full = model(**inputs).logits.float()
+                        fresh.append(full.cpu())
+                    # Under masks_disabled() the "subnetwork" is the full model: no second forward.
+                    logits = full if not model._masks_enabled else model(**inputs).logits.float()
+                    kl_total += float(kl_to_teacher(logits, full)) * logits.shape[0]
+                    agree += int((logits.argmax(-1) == full.argmax(-1)).sum())
+                    count += logits.shape[0]
+                    if labels is not None:
+                        labels_seen.append(labels.cpu())
+                        predictions_seen.append(logits.argmax(-1).cpu())
+                if full_model_cache is not None and cached is None:
+                    full_model_cache[name] = fresh
+                if count == 0:
+                    raise ValueError(f"Evaluation set '{name}' is empty.")
+                entry = {"agreement": agree / count, "kl": kl_total / count, "num_examples": count}
+                if labels_seen:
+                    labels_all, predictions_all = torch.cat(labels_seen), torch.cat(predictions_seen)
+                    if _should_collapse(collapse_to_entailment, name, num_labels, labels_all):
+                        predictions_all = _collapse(predictions_all, entailment_id)
+                    correct = int((predictions_all == labels_all).sum())
+                    entry["accuracy"] = correct / count
+                results[name] = entry
+    finally:
+        model.train(was_training)
+    return results
+
+
+def _should_collapse(setting: bool | Iterable[str] | str, name: str, num_labels: int, labels: torch.Tensor) -> bool:
+    if setting == "auto":
+        return num_labels >= 3 and bool(labels.numel()) and int(labels.max()) <= 1 and int(labels.min()) >= 0
+    if isinstance(setting, bool):
+        return setting
+    return name in set(setting)
+
+
+def full_model_accuracy(model: PrunableModel, eval_sets: Mapping[str, Any], **kwargs: Any) -> dict[str, float]:
+    """Accuracy of the unmasked model per set (the reference that effective size is measured against)."""
+    with model.masks_disabled():
+        results = evaluate_subnetwork(model, eval_sets, **kwargs)
+    return {name: entry["accuracy"] for name, entry in results.items() if "accuracy" in entry}

@@ -1,0 +1,133 @@
+"""Hard-concrete masks (Louizos et al. 2018), exactly as used by CoFi and *The Heuristic Core*.
+
+    u ~ U(eps, 1 - eps)
+    s = sigmoid((log u - log(1 - u) + log_alpha) / beta)
+    z = clamp(s * (r - l) + l, 0, 1)
+    P(z != 0) = sigmoid(log_alpha - beta * log(-l / r))
+
+The learned parameters live in fp32 whatever the model's dtype: at `log_alpha = 10` bf16 has a spacing of 0.0625,
+so the small updates pruning relies on would vanish.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..config import PruningConfig
+
+# The CoFi deterministic rule scales log_alpha by this before the sigmoid (released code's "magical number").
+COFI_SOFT_MASK_SCALE = 0.8
+
+
+class HardConcrete:
+    """The distribution's constants and its three views of a unit: a sample, the test-time value, and P(z != 0)."""
+
+    def __init__(self, temperature: float = 2 / 3, limit_left: float = -0.1, limit_right: float = 1.1,
+                 eps: float = 1e-6) -> None:
+        self.temperature = temperature
+        self.limit_left = limit_left
+        self.limit_right = limit_right
+        self.eps = eps
+
+    @classmethod
+    def from_config(cls, config: PruningConfig) -> "HardConcrete":
+        return cls(config.temperature, config.limit_left, config.limit_right, config.eps)
+
+    def sample(self, log_alpha: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A reparameterized sample; noise is drawn on log_alpha's own device (no host-to-device copy per call)."""
+        u = torch.rand(log_alpha.shape, generator=generator, device=log_alpha.device, dtype=log_alpha.dtype)
+        u = u * (1 - 2 * self.eps) + self.eps
+        s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + log_alpha) / self.temperature)
+        return self._stretch_and_clip(s)
+
+    def deterministic(self, log_alpha: torch.Tensor) -> torch.Tensor:
+        """Louizos' test-time estimator: the noise-free value of z."""
+        return self._stretch_and_clip(torch.sigmoid(log_alpha))
+
+    def prob_nonzero(self, log_alpha: torch.Tensor) -> torch.Tensor:
+        """Expected L0 of each unit, P(z != 0)."""
+        shift = self.temperature * math.log(-self.limit_left / self.limit_right)
+        return torch.sigmoid(log_alpha - shift)
+
+    def _stretch_and_clip(self, s: torch.Tensor) -> torch.Tensor:
+        return (s * (self.limit_right - self.limit_left) + self.limit_left).clamp(0.0, 1.0)
+
+    def cofi_soft_mask(self, log_alpha: torch.Tensor) -> torch.Tensor:
+        """The released code's eval mask for one mask tensor: the k = round(sum P(z = 0)) units with the
+        smallest log_alpha get 0, the others keep sigmoid(0.8 * log_alpha / beta)."""
+        flat = log_alpha.detach().flatten()
+        expected_zeros = int(round(float((1 - self.prob_nonzero(flat)).sum())))
+        soft = torch.sigmoid(COFI_SOFT_MASK_SCALE * flat / self.temperature)
+        if expected_zeros > 0:
+            soft[_smallest_indices(flat, expected_zeros)] = 0.0
+        return soft.view_as(log_alpha)
+
+
+def _smallest_indices(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the k smallest scores; ties broken by position so results are reproducible."""
+    order = torch.sort(scores.detach().float(), stable=True).indices
+    return order[:k]
+
+
+def topk_binarize(scores: torch.Tensor, sparsity: float, groups: torch.Tensor | None = None) -> torch.Tensor:
+    """0/1 mask over `scores` (1-D) pruning exactly round(sparsity * n) lowest-scoring units.
+
+    With `groups` (one integer per unit, e.g. its layer), the count round(sparsity * n_g) is taken per group.
+    """
+    check_sparsity(sparsity)
+    scores = scores.detach().flatten()
+    mask = torch.ones_like(scores, dtype=torch.float32)
+    if groups is None:
+        k = int(round(sparsity * scores.numel()))
+        mask[_smallest_indices(scores, k)] = 0.0
+        return mask
+    for group in torch.unique(groups):
+        members = torch.nonzero(groups == group).flatten()
+        k = int(round(sparsity * members.numel()))
+        mask[members[_smallest_indices(scores[members], k)]] = 0.0
+    return mask
+
+
+def check_sparsity(sparsity: float) -> None:
+    if not (isinstance(sparsity, (int, float)) and math.isfinite(sparsity) and 0.0 <= sparsity < 1.0):
+        raise ValueError(f"sparsity must be a fraction in [0, 1), got {sparsity!r}"
+                         + (" (pass fractions, e.g. 0.5 for 50%)" if isinstance(sparsity, (int, float))
+                            and 1 <= sparsity <= 100 else "") + ".")
+
+
+class MaskLogits(nn.Module):
+    """The learnable `log_alpha` of every head (`[num_layers, num_heads]`) and MLP block (`[num_layers]`).
+
+    A unit type that is not pruned has no parameter and is always kept. Forced units (the paper's
+    `log_alpha = +/-10` trick for pinning the core) are stored as a mask so they stay forced while training.
+    """
+
+    def __init__(self, num_layers: int, num_heads: int, config: PruningConfig) -> None:
+        super().__init__()
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.distribution = HardConcrete.from_config(config)
+        self.heads = nn.Parameter(self._init((num_layers, num_heads), config)) if config.prune_heads else None
+        self.mlps = nn.Parameter(self._init((num_layers,), config)) if config.prune_mlps else None
+
+    @staticmethod
+    def _init(shape: tuple[int, ...], config: PruningConfig) -> torch.Tensor:
+        return torch.empty(shape, dtype=torch.float32).normal_(config.init_mean, config.init_std)
+
+    def expected_shape(self, kind: str) -> tuple[int, ...]:
+        return (self.num_layers, self.num_heads) if kind == "heads" else (self.num_layers,)
+
+    def logits(self) -> dict[str, torch.Tensor | None]:
+        return {"heads": self.heads, "mlps": self.mlps}
+
+
+class LagrangeMultipliers(nn.Module):
+    """lambda1 and lambda2 of the sparsity constraint; both start at 0 and are trained by gradient ascent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lambda_1 = nn.Parameter(torch.zeros((), dtype=torch.float32))
+        self.lambda_2 = nn.Parameter(torch.zeros((), dtype=torch.float32))

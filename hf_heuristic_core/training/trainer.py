@@ -1,0 +1,434 @@
+"""`PruningTrainer`: learn hard-concrete masks against the frozen full model on the stock HF `Trainer`.
+
+loss = KL(teacher || student) + lambda1 (t - c) + lambda2 (t - c)^2
+
+The teacher is the same wrapped model with its masks disabled (no second copy in memory), or logits cached once
+before training. Only the mask logits and the two Lagrange multipliers train; the multipliers by gradient ascent.
+Checkpoints hold the mask artifact, the multipliers, the mask-noise RNG and the optimizer state, never model weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import Trainer
+
+from .arguments import PruningArguments
+from ..errors import PruningError
+from ..model import PrunableModel
+
+logger = logging.getLogger(__name__)
+
+EXAMPLE_INDEX_COLUMN = "hhc_example_index"
+PRUNING_STATE_NAME = "pruning_state.pt"
+LABEL_KEYS = ("labels", "label", "label_ids")
+
+
+def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
+                  attention_mask: torch.Tensor | None = None, temperature: float = 1.0,
+                  reduction: str = "mean") -> torch.Tensor:
+    """KL(teacher || student) in fp32.
+
+    Sequence-level logits `[batch, classes]`: batchmean. Per-position logits `[batch, seq, vocab]` (causal LM,
+    token classification): the mean over real (non-padding) positions (`reduction="sum"`: their sum, for a
+    mean taken over a whole accumulated / distributed batch). Scaled by T^2 (a no-op at T = 1).
+    """
+    if student_logits.shape != teacher_logits.shape:
+        raise PruningError(f"Teacher logits {tuple(teacher_logits.shape)} and student logits "
+                           f"{tuple(student_logits.shape)} differ in shape.")
+    student = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    per_item = (teacher.exp() * (teacher - student)).sum(-1)
+    if per_item.dim() == 1:
+        return (per_item.sum() if reduction == "sum" else per_item.mean()) * temperature ** 2
+    weights = (attention_mask.to(per_item.dtype) if attention_mask is not None and
+               attention_mask.shape == per_item.shape else torch.ones_like(per_item))
+    total = (per_item * weights).sum() * temperature ** 2
+    return total if reduction == "sum" else total / weights.sum().clamp_min(1.0)
+
+
+@dataclass
+class TeacherCache:
+    """Teacher logits per training example (index = position in the training dataset).
+
+    Per-position logits keep only the real tokens, so any padding layout can be rebuilt at lookup.
+    """
+
+    logits: list[torch.Tensor]
+    per_position: bool
+
+    def lookup(self, indices: torch.Tensor, like: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        out = torch.zeros_like(like, dtype=torch.float32)
+        for row, index in enumerate(indices.tolist()):
+            if not 0 <= index < len(self.logits):
+                raise PruningError(f"Mismatched teacher cache: example index {index} is outside the cache "
+                                   f"({len(self.logits)} entries). The training data changed since the cache was "
+                                   "built; rebuild it or use teacher='same_model'.")
+            cached = self.logits[index].to(out.device)
+            if not self.per_position:
+                if cached.shape != out[row].shape:
+                    raise PruningError(f"Mismatched teacher cache entry for example {index}: cached logits "
+                                       f"{tuple(cached.shape)}, model gives {tuple(out[row].shape)}. Rebuild the "
+                                       "cache for this model or use teacher='same_model'.")
+                out[row] = cached
+                continue
+            positions = (attention_mask[row].bool() if attention_mask is not None
+                         else torch.ones(out.shape[1], dtype=torch.bool, device=out.device))
+            if cached.shape != (int(positions.sum()), out.shape[-1]):
+                raise PruningError(f"Mismatched teacher cache entry for example {index}: cached "
+                                   f"{tuple(cached.shape)} (positions, vocab), batch has {int(positions.sum())} real "
+                                   f"positions and {out.shape[-1]} outputs. The data or tokenization changed since "
+                                   "the cache was built; rebuild it or use teacher='same_model'.")
+            out[row, positions] = cached
+        return out
+
+
+class PruningTrainer(Trainer):
+    """`Trainer` that learns masks of a `PrunableModel`; everything else (logging, accumulation, mixed precision,
+    DDP, resume) is the stock Trainer's.
+
+    `PruningTrainer(model=prunable_model, args=PruningArguments(output_dir=..., target_sparsity=0.5),
+    train_dataset=tokenized_dataset)`.
+    """
+
+    def __init__(self, model: PrunableModel, args: PruningArguments, train_dataset: Any = None,
+                 teacher_cache: TeacherCache | None = None, **kwargs: Any) -> None:
+        if not isinstance(model, PrunableModel):
+            raise TypeError(f"PruningTrainer needs a PrunableModel, got {type(model).__name__}; wrap it first: "
+                            "PrunableModel(model, PruningConfig()).")
+        if not isinstance(args, PruningArguments):
+            raise TypeError("PruningTrainer needs PruningArguments (a TrainingArguments subclass with the pruning "
+                            f"fields), got {type(args).__name__}.")
+        trainable = [n for n, p in model.model.named_parameters() if p.requires_grad]
+        if trainable:
+            raise PruningError(f"The base model is not frozen ({len(trainable)} trainable tensors, e.g. "
+                               f"{trainable[:3]}). Pruning learns masks against the fixed model: wrap it with "
+                               "PrunableModel(model, PruningConfig(freeze_base_model=True)) (the default) or call "
+                               "model.requires_grad_(False) before wrapping.")
+        _check_columns(train_dataset)
+        _check_reachable(model, args.target_sparsity)
+        if args.teacher == "cached" and train_dataset is not None and hasattr(train_dataset, "add_column"):
+            if EXAMPLE_INDEX_COLUMN not in train_dataset.column_names:
+                train_dataset = train_dataset.add_column(EXAMPLE_INDEX_COLUMN, list(range(len(train_dataset))))
+        super().__init__(model=model, args=args, train_dataset=train_dataset, **kwargs)
+        self.loss_is_scaled_for_ga = False
+        self.model_accepts_loss_kwargs = False
+        self.teacher_cache = teacher_cache
+        model.train_dropout = args.keep_dropout
+        self._noise_step: int | None = None
+        self._noise_state: torch.Tensor | None = None
+        self._sparsity_warmup: int | None = None
+        self._running: dict[str, torch.Tensor | float] = {}
+        self._running_count = 0
+        if model.generator is None or model.generator.device != model.mask_logits_device:
+            model.generator = torch.Generator(device=model.mask_logits_device)
+        model.generator.manual_seed(args.seed)
+
+    # ------------------------------------------------------------------ setup
+    @property
+    def prunable(self) -> PrunableModel:
+        return self.model
+
+    def _set_signature_columns_if_needed(self) -> None:
+        if self._signature_columns is None:
+            import inspect
+            from ..architectures.resolve import transformers_model
+            signature = inspect.signature(transformers_model(self.prunable.model).forward)
+            self._signature_columns = list(signature.parameters) + [EXAMPLE_INDEX_COLUMN, "label", "label_ids",
+                                                                    *self.label_names]
+
+    def create_optimizer(self, model: nn.Module | None = None) -> torch.optim.Optimizer:
+        """AdamW over two groups, both without weight decay: mask logits (descent) and multipliers (ascent)."""
+        if self.optimizer is None:
+            prunable = self.prunable
+            logits = [p for p in prunable.mask_logits.logits().values() if p is not None]
+            multipliers = list(prunable.lagrangian.parameters())
+            groups = [
+                {"params": logits, "lr": self.args.mask_learning_rate, "weight_decay": 0.0, "maximize": False},
+                {"params": multipliers, "lr": self.args.reg_learning_rate, "weight_decay": 0.0, "maximize": True},
+            ]
+            self.optimizer = torch.optim.AdamW(groups, lr=self.args.mask_learning_rate,
+                                               betas=(self.args.adam_beta1, self.args.adam_beta2),
+                                               eps=self.args.adam_epsilon, weight_decay=0.0)
+        return self.optimizer
+
+    def sparsity_warmup(self) -> int:
+        if self._sparsity_warmup is None:
+            warmup = self.args.sparsity_warmup_steps
+            if warmup is None:
+                warmup = self.args.paper_sparsity_warmup()
+                max_steps = self.state.max_steps or 0
+                if max_steps and warmup > 0.9 * max_steps:
+                    capped = max(1, int(0.9 * max_steps))
+                    logger.warning("The paper's sparsity warm-up (%d steps) is longer than this run (%d steps); "
+                                   "using %d. Set sparsity_warmup_steps to choose.", warmup, max_steps, capped)
+                    warmup = capped
+            self._sparsity_warmup = int(warmup)
+        return self._sparsity_warmup
+
+    def current_target(self) -> float:
+        return self.args.target_at(self.state.global_step, self.sparsity_warmup())
+
+    # ------------------------------------------------------------------ loss
+    @contextlib.contextmanager
+    def _inner_mode(self, training: bool) -> Iterator[None]:
+        """Set dropout of the wrapped model without touching the wrapper (whose mode decides mask sampling);
+        every module's own flag is restored afterwards (checkpointed layers keep theirs)."""
+        modules = list(self.prunable.model.modules())
+        previous = [module.training for module in modules]
+        self.prunable.model.train(training)
+        try:
+            yield
+        finally:
+            for module, flag in zip(modules, previous):
+                module.training = flag
+
+    def teacher_logits(self, inputs: dict[str, Any], example_index: torch.Tensor | None,
+                       student_like: torch.Tensor | None = None) -> torch.Tensor:
+        if self.args.teacher == "cached":
+            if self.teacher_cache is None:
+                self.teacher_cache = self.build_teacher_cache()
+            if example_index is None:
+                raise PruningError(f"teacher='cached' needs the '{EXAMPLE_INDEX_COLUMN}' column in every batch; it "
+                                   "was dropped (a custom collator?). Keep it, or use teacher='same_model'.")
+            assert student_like is not None
+            return self.teacher_cache.lookup(example_index, student_like, inputs.get("attention_mask"))
+        with torch.no_grad(), self.prunable.masks_disabled(), self._inner_mode(False):
+            return self.prunable(**inputs).logits.detach()
+
+    @torch.no_grad()
+    def build_teacher_cache(self) -> TeacherCache:
+        """Run the full model once over the training data, in order, and keep its logits per example."""
+        dataset = self._remove_unused_columns(self.train_dataset, description="teacher cache")
+        loader = torch.utils.data.DataLoader(dataset, batch_size=self.args.per_device_eval_batch_size,
+                                             shuffle=False, collate_fn=self.data_collator)
+        entries: dict[int, torch.Tensor] = {}
+        per_position = False
+        prunable = self.prunable
+        with prunable.masks_disabled(), self._inner_mode(False):
+            for batch in loader:
+                batch = self._prepare_inputs(batch)
+                indices = batch.pop(EXAMPLE_INDEX_COLUMN)
+                for key in LABEL_KEYS:
+                    batch.pop(key, None)
+                logits = prunable(**batch).logits.float().cpu()
+                per_position = logits.dim() == 3
+                mask = batch.get("attention_mask")
+                for row, index in enumerate(indices.tolist()):
+                    entries[index] = (logits[row][mask[row].bool().cpu()] if per_position and mask is not None
+                                      else logits[row])
+        logger.info("Cached teacher logits for %d examples.", len(entries))
+        return TeacherCache([entries[i] for i in range(len(entries))], per_position)
+
+    def compute_loss(self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False,
+                     num_items_in_batch: Any = None):
+        prunable = self.prunable
+        inputs = dict(inputs)
+        example_index = inputs.pop(EXAMPLE_INDEX_COLUMN, None)
+        for key in LABEL_KEYS:
+            inputs.pop(key, None)
+        teacher = None if self.args.teacher == "cached" else self.teacher_logits(inputs, example_index)
+        if model.training:
+            self._one_noise_draw_per_step()
+        outputs = model(**inputs)  # PrunableModel.train() already switched dropout off unless keep_dropout
+        student = outputs.logits
+        if teacher is None:
+            teacher = self.teacher_logits(inputs, example_index, student_like=student)
+        mask = inputs.get("attention_mask")
+        kl = kl_to_teacher(student, teacher, mask, self.args.kl_temperature)
+        kl_for_loss = kl
+        if student.dim() == 3 and model.training and torch.is_tensor(num_items_in_batch):
+            # Mean over the real tokens of the whole accumulated, distributed batch: the Trainer divides by the
+            # accumulation steps and DDP averages over ranks, so scale this micro-batch's sum back up.
+            scale = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
+            scale *= max(self.args.world_size, 1)
+            total = kl_to_teacher(student, teacher, mask, self.args.kl_temperature, reduction="sum")
+            kl_for_loss = total * scale / num_items_in_batch.to(total.device).clamp_min(1)
+        target = self.current_target()
+        expected = prunable.expected_sparsity()
+        sampled = prunable.sampled_sparsity()
+        current = sampled if (self.args.sparsity_penalty == "sampled" and sampled is not None) else expected
+        gap = target - current
+        lambda_1, lambda_2 = prunable.lagrangian.lambda_1, prunable.lagrangian.lambda_2
+        loss = kl_for_loss + lambda_1 * gap + lambda_2 * gap ** 2
+        if model.training:
+            if not bool(torch.isfinite(loss)):
+                self._stop_on_nonfinite(kl)
+            self._record(kl=kl, sampled=sampled if sampled is not None else expected, expected=expected)
+        return (loss, outputs) if return_outputs else loss
+
+    def _one_noise_draw_per_step(self) -> None:
+        """Every micro-batch of one optimizer step sees the same mask sample, as one full batch (or DDP) would."""
+        generator = self.prunable.generator
+        if generator is None:
+            return
+        step = self.state.global_step
+        if self._noise_step != step:
+            self._noise_step, self._noise_state = step, generator.get_state()
+        else:
+            generator.set_state(self._noise_state)
+
+    def _get_num_items_in_batch(self, batch_samples: list, device: torch.device) -> torch.Tensor | None:
+        """Real tokens in the accumulated batch, summed over ranks: the per-position KL is averaged over them."""
+        counts = []
+        for batch in batch_samples:
+            mask = batch.get("attention_mask") if hasattr(batch, "get") else None
+            ids = batch.get("input_ids") if hasattr(batch, "get") else None
+            if mask is not None:
+                counts.append(mask.sum())
+            elif ids is not None:
+                counts.append(torch.tensor(ids.numel()))
+        if not counts:
+            return None
+        total = torch.stack([c.to(device) for c in counts]).sum()
+        if self.args.world_size > 1:
+            total = self.accelerator.gather(total).sum()
+        return total
+
+    def _stop_on_nonfinite(self, kl: torch.Tensor) -> None:
+        folder = os.path.join(self.args.output_dir, "last-good-masks")
+        if self.args.should_save:
+            self.prunable.save_pretrained(folder)
+        raise PruningError(f"Non-finite pruning loss at step {self.state.global_step} (KL = {float(kl)}). The masks "
+                           f"before this step were saved to {folder}. Lower mask_learning_rate / reg_learning_rate, "
+                           "check the data for empty sequences, or use fp32.")
+
+    def _record(self, **values: torch.Tensor) -> None:
+        for key, value in values.items():
+            value = value.detach().float()
+            self._running[key] = self._running.get(key, 0.0) + value
+        self._running_count += 1
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        """Add target, sampled and expected sparsity, lambda1, lambda2 and KL to every training log."""
+        if "loss" in logs and self._running_count:
+            count = self._running_count
+            logs["kl"] = float(self._running["kl"]) / count
+            logs["sparsity_sampled"] = float(self._running["sampled"]) / count
+            logs["sparsity_expected"] = float(self._running["expected"]) / count
+            logs["sparsity_target"] = self.current_target()
+            logs["lambda_1"] = float(self.prunable.lagrangian.lambda_1.detach())
+            logs["lambda_2"] = float(self.prunable.lagrangian.lambda_2.detach())
+            self._running, self._running_count = {}, 0
+        super().log(logs, *args, **kwargs)
+
+    # ------------------------------------------------------------------ checkpoints: masks only
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        if not self.args.should_save:
+            return
+        os.makedirs(output_dir, exist_ok=True)
+        prunable = self.prunable
+        prunable.save_pretrained(output_dir)
+        from ..io_utils import atomic_write
+        state = {"lagrangian": {k: v.detach().cpu() for k, v in prunable.lagrangian.state_dict().items()},
+                 "generator": prunable.generator.get_state() if prunable.generator is not None else None,
+                 "sparsity_warmup": self._sparsity_warmup}
+        atomic_write(os.path.join(output_dir, PRUNING_STATE_NAME), lambda tmp: torch.save(state, tmp))
+        torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
+        prunable = self.prunable
+        prunable.load_masks(resume_from_checkpoint)
+        prunable.clear_masks()
+        path = os.path.join(resume_from_checkpoint, PRUNING_STATE_NAME)
+        if not os.path.isfile(path):
+            raise PruningError(f"{resume_from_checkpoint} has no {PRUNING_STATE_NAME}; it is not a PruningTrainer "
+                               "checkpoint.")
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        prunable.lagrangian.load_state_dict(state["lagrangian"])
+        if state.get("generator") is not None and prunable.generator is not None:
+            prunable.generator.set_state(state["generator"])
+        self._sparsity_warmup = state.get("sparsity_warmup")
+
+    # ------------------------------------------------------------------ the end: binarize and save
+    def train(self, *args: Any, **kwargs: Any):
+        output = super().train(*args, **kwargs)
+        self.finalize_masks()
+        return output
+
+    def final_masks(self) -> dict[str, torch.Tensor]:
+        prunable = self.prunable
+        if self.args.final_binarization == "threshold":
+            previous = (prunable.pruning_config.binarization, prunable.pruning_config.threshold)
+            prunable.pruning_config.binarization = "threshold"
+            prunable.pruning_config.threshold = self.args.final_threshold
+            try:
+                return prunable.get_masks(binary=True, ignore_fixed=True)
+            finally:
+                prunable.pruning_config.binarization, prunable.pruning_config.threshold = previous
+        return prunable.get_masks(binary=True, sparsity=self.args.target_sparsity)
+
+    def finalize_masks(self) -> dict[str, Any]:
+        """Fix the binarized masks on the model and save the artifact (masks only) to `output_dir`."""
+        prunable = self.prunable
+        masks = self.final_masks()
+        prunable.set_masks(heads=masks["heads"], mlps=masks["mlps"])
+        if self.args.should_save:
+            prunable.save_pretrained(self.args.output_dir)
+        report = prunable.sparsity_report(masks)
+        logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],
+                    report["units_total"], report["sparsity"], self.args.target_sparsity)
+        return report
+
+    @torch.no_grad()
+    def faithfulness(self, dataset: Any = None, max_batches: int | None = None) -> dict[str, float]:
+        """KL to the full model and agreement of argmax predictions, for the current (eval-mode) masks."""
+        dataset = dataset if dataset is not None else (self.eval_dataset or self.train_dataset)
+        loader = self.get_eval_dataloader(dataset)
+        prunable = self.prunable
+        was_training = prunable.training
+        prunable.eval()
+        total_kl = agree = count = 0.0
+        try:
+            for index, batch in enumerate(loader):
+                if max_batches is not None and index >= max_batches:
+                    break
+                batch = {k: v for k, v in self._prepare_inputs(batch).items()
+                         if k not in LABEL_KEYS and k != EXAMPLE_INDEX_COLUMN}
+                with prunable.masks_disabled():
+                    teacher = prunable(**batch).logits
+                student = prunable(**batch).logits
+                mask = batch.get("attention_mask")
+                items = student.shape[0] if student.dim() == 2 else float(mask.sum()) if mask is not None \
+                    else student.shape[0] * student.shape[1]
+                total_kl += float(kl_to_teacher(student, teacher, mask)) * items
+                same = (student.argmax(-1) == teacher.argmax(-1)).float()
+                if same.dim() == 2 and mask is not None:
+                    same = same * mask
+                agree += float(same.sum())
+                count += items
+        finally:
+            prunable.train(was_training)
+        return {"kl": total_kl / max(count, 1), "agreement": agree / max(count, 1)}
+
+
+def _check_columns(dataset: Any) -> None:
+    columns = getattr(dataset, "column_names", None)
+    if columns is None or isinstance(columns, dict):
+        return
+    if "input_ids" not in columns and "inputs_embeds" not in columns:
+        raise PruningError(f"The training dataset has columns {columns} but no 'input_ids': the model needs "
+                           "tokenized inputs. Tokenize it first, e.g. dataset.map(lambda b: tokenizer(b['text'], "
+                           "truncation=True), batched=True).")
+
+
+def _check_reachable(model: PrunableModel, target: float) -> None:
+    total = model.num_units()
+    forced_in = sum(int((f > 0).sum()) for f, k in ((model.forced_heads, "heads"), (model.forced_mlps, "mlps"))
+                    if k in model.enabled_kinds())
+    forced_out = sum(int((f < 0).sum()) for f, k in ((model.forced_heads, "heads"), (model.forced_mlps, "mlps"))
+                     if k in model.enabled_kinds())
+    to_prune = round(target * total)
+    if to_prune > total - forced_in or to_prune < forced_out or (target > 0 and to_prune == 0):
+        raise PruningError(f"target_sparsity={target} cannot be reached: it prunes {to_prune} of the {total} enabled "
+                           f"units ({', '.join(model.enabled_kinds())}), but {forced_in} are forced in and "
+                           f"{forced_out} forced out. Lower the target, enable more unit kinds "
+                           "(PruningConfig(prune_heads=True, prune_mlps=True)), or force fewer units.")

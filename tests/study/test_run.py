@@ -1,0 +1,116 @@
+"""A reduced `hf-heuristic-core study` (tiny step budget) end to end on the real MiniLM, and its resumability."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_heuristic_core.cli import main
+from hf_heuristic_core.study import StudyArguments
+
+pytestmark = pytest.mark.slow
+
+REDUCED = ["--train_size", "128", "--id_eval_size", "32", "--ood_per_case", "4", "--finetune_steps", "8",
+           "--checkpoint_every", "4", "--finetune_batch_size", "16", "--effective_size_steps", "12",
+           "--effective_size_sparsities", "0.2,0.5", "--effective_size_seeds", "0,1", "--sparsities", "0.5,0.7", "--seeds", "0,1", "--prune_steps",
+           "8", "--means_examples", "32", "--ablation_non_core_sample", "2", "--max_core_units", "2",
+           "--device", "cpu"]
+
+
+def test_reduced_study_end_to_end_and_resume(tmp_path, capsys):
+    out = tmp_path / "study"
+    assert main(["study", "--output_dir", str(out), *REDUCED]) == 0
+    printed = capsys.readouterr().out
+    assert "Study written to" in printed and str(out / "report.md") in printed
+
+    # Fine-tuning checkpoints and effective size (ID / OOD / mixed) per checkpoint.
+    assert sorted(p.name for p in (out / "finetune").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]
+    effective = json.loads((out / "finetune" / "effective_size.json").read_text())
+    text = json.dumps(effective)
+    for group in ("id", "ood", "mixed"):
+        assert f'"{group}"' in text
+    assert effective["settings"]["seeds"] == [0, 1] and effective["settings"]["strategy"] == "nested"
+    for entry in effective["checkpoints"]:   # one nested run of 12 steps per seed
+        assert entry["cost_steps"] == 24 and len(entry["effective_size_per_seed"]["ood"]) == 2
+    assert (out / "finetune" / "effective_size.png").is_file()
+
+    # Pruned at 2 sparsities x 2 seeds, each with a kilobyte mask artifact; analysis report and figures.
+    runs = sorted(p.name for p in (out / "runs").iterdir() if p.name.startswith("sp"))
+    assert runs == ["sp50-seed0", "sp50-seed1", "sp70-seed0", "sp70-seed1"]
+    for run in runs:
+        assert (out / "runs" / run / "masks.safetensors").stat().st_size < 100_000
+    report = (out / "report.md").read_text()
+    assert "## Effective size over fine-tuning" in report and "## Multi-seed analysis" in report
+    for figure in ("joint_frequency_sp50_sp70.png", "mask_grid_sp70.png", "ablation_table.png",
+                   "subnetwork_accuracies.png"):
+        assert (out / "report" / figure).is_file(), figure
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["study"]["groups"]["ood"] and summary["study"]["groups"]["id"] == ["id"]
+
+    # Re-running skips finished steps: no fine-tuning, no pruning, same masks.
+    before = {run: (out / "runs" / run / "masks.safetensors").read_bytes() for run in runs}
+    assert main(["study", "--output_dir", str(out), *REDUCED]) == 0
+    timings = json.loads((out / "report.json").read_text())["study"]["timings_s"]
+    assert "finetune_and_effective_size" not in timings and timings["effective_size_remaining"] < 10
+    assert timings["prune_many"] < 30
+    assert before == {run: (out / "runs" / run / "masks.safetensors").read_bytes() for run in runs}
+
+
+def test_study_of_a_fine_tuned_classifier_on_the_real_hans_copy(tmp_path, finetuned_minilm):
+    """--model an already fine-tuned classifier skips fine-tuning; --ood_eval reads the shared HANS copy per subcase."""
+    hans = Path(__file__).resolve().parents[3] / "shared" / "data" / "hans"
+    if not hans.is_dir():
+        pytest.skip(f"shared HANS copy not found at {hans}")
+    out = tmp_path / "study"
+    argv = ["study", "--output_dir", str(out), "--model", str(finetuned_minilm), "--ood_eval", str(hans),
+            "--ood_per_case", "4", "--id_eval_size", "16", "--train_size", "64", "--sparsities", "0.5",
+            "--seeds", "0,1", "--prune_steps", "4", "--means_examples", "16", "--ablation_non_core_sample", "1",
+            "--max_core_units", "1", "--device", "cpu"]
+    assert main(argv) == 0
+    assert not (out / "finetune").exists()                     # nothing fine-tuned, nothing tracked
+    summary = json.loads((out / "report.json").read_text())["study"]
+    assert summary["model"] == str(finetuned_minilm) and summary["effective_size_file"] is None
+    assert summary["data"]["ood_eval"] == str(hans)
+    cases = summary["data"]["ood_cases"]
+    assert len(cases) == 15 and set(cases.values()) == {4}       # the 15 non-entailed HANS subcases
+    assert "lexical_overlap_ln_subject-object_swap" in cases and "constituent_cn_embedded_under_if" in cases
+    results = json.loads((out / "runs" / "sp50-seed0" / "result.json").read_text())
+    assert set(results["eval"]) == {"id", *cases}
+
+
+def test_study_config_file_and_bad_values(tmp_path):
+    config = tmp_path / "paper.yaml"
+    config.write_text("model: bert-base-cased\nsparsities: [0.5, 0.7]\nseeds: [42, 43]\npruning_recipe: paper\n")
+    args = StudyArguments(config=str(config))
+    assert args.model == "bert-base-cased" and args.floats(args.sparsities) == [0.5, 0.7]
+    assert args.ints(args.seeds) == [42, 43] and args.pruning_recipe == "paper"
+    config.write_text("modle: x\n")
+    with pytest.raises(ValueError, match="unknown study field"):
+        StudyArguments(config=str(config))
+    with pytest.raises(ValueError, match="--finetune must be"):
+        StudyArguments(finetune="sometimes")
+
+
+def test_flags_win_over_the_config_file(tmp_path):
+    from hf_heuristic_core.cli import parse_study_arguments
+    config = tmp_path / "paper.json"
+    config.write_text(json.dumps({"model": "bert-base-cased", "seeds": [42, 43], "prune_steps": 9300}))
+    args = parse_study_arguments(["--config", str(config), "--seeds", "1,2,3", "--prune_steps", "200"])
+    assert (args.model, args.seeds, args.prune_steps, args.config) == ("bert-base-cased", "1,2,3", 200, str(config))
+    args = parse_study_arguments(["--prune-steps", "7", "--config", str(config)])   # order does not matter
+    assert (args.seeds, args.prune_steps) == ("42,43", 7)
+    # The Python API: fields set to something other than their default win too.
+    api = StudyArguments(config=str(config), seeds="5")
+    assert (api.model, api.seeds, api.prune_steps) == ("bert-base-cased", "5", 9300)
+    config.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="mapping of field"):
+        parse_study_arguments(["--config", str(config)])
+
+
+def test_paper_config_parses():
+    from pathlib import Path
+    args = StudyArguments(config=str(Path(__file__).resolve().parents[2] / "examples" / "paper_bert_mnli.yaml"))
+    assert args.model == "bert-base-cased" and args.pruning_recipe == "paper" and args.num_labels == 3
+    assert len(args.ints(args.seeds)) == 12 and args.prune_steps == 9300
