@@ -14,7 +14,7 @@ import types
 import warnings
 from typing import Any
 
-# old module (relative to the package) -> its new home
+# old module (relative to the package) -> its new home (several, comma-separated, where the old module was split)
 MOVED_MODULES: dict[str, str] = {
     "arguments": "training.arguments",
     "attention_patterns": "analysis.attention_patterns",
@@ -26,7 +26,7 @@ MOVED_MODULES: dict[str, str] = {
     "hard_concrete": "relaxations.hard_concrete",
     "hooks": "ablation.apply",
     "mask_stats": "analysis.mask_stats",
-    "means": "ablation.means",
+    "means": "batching,ablation.means",
     "report": "analysis.report",
     "study_data": "study.data",
     "tracking": "search.tracking",
@@ -41,21 +41,25 @@ class MovedModule(types.ModuleType):
         super().__init__(old_name, f"Moved to {new_name}.")
         self.__dict__["_new_name"] = new_name
 
-    def _target(self) -> types.ModuleType:
-        return importlib.import_module(self.__dict__["_new_name"])
+    def _targets(self) -> list[types.ModuleType]:
+        return [importlib.import_module(name) for name in self.__dict__["_new_name"].split(",")]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in ("__all__", "__doc__"):
             raise AttributeError(name)
-        warnings.warn(f"{self.__name__} moved to {self.__dict__['_new_name']}; import from there (the old path "
-                      "will be removed in a later release).", DeprecationWarning, stacklevel=2)
-        return getattr(self._target(), name)
+        for target in self._targets():
+            if hasattr(target, name):
+                warnings.warn(f"{self.__name__} moved to {target.__name__}; import from there (the old path will "
+                              "be removed in a later release).", DeprecationWarning, stacklevel=2)
+                return getattr(target, name)
+        raise AttributeError(f"{self.__name__} (moved to {self.__dict__['_new_name']}) has no attribute {name!r}")
 
     def __dir__(self) -> list[str]:
-        return dir(self._target())
+        return sorted({n for target in self._targets() for n in dir(target)})
 
 
 def install(package: str) -> None:
     """Register an alias for every moved module that is not already imported."""
     for old, new in MOVED_MODULES.items():
-        sys.modules.setdefault(f"{package}.{old}", MovedModule(f"{package}.{old}", f"{package}.{new}"))
+        targets = ",".join(f"{package}.{name}" for name in new.split(","))
+        sys.modules.setdefault(f"{package}.{old}", MovedModule(f"{package}.{old}", targets))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -20,7 +20,8 @@ from .config import PruningConfig
 from .errors import MaskShapeError, MissingMeansError, PruningError
 from .relaxations.hard_concrete import LagrangeMultipliers, MaskLogits, check_sparsity, topk_binarize
 from .ablation.apply import mask_block, mask_heads, resample_reference
-from .ablation.means import (MeanStatistics, iterate_batches, model_input_names, progress, token_mask_for,
+from .batching import batch_size_of, iterate_batches, model_input_names, progress
+from .ablation.means import (MeanStatistics, token_mask_for,
                     update_fingerprint, weighted_sum)
 
 UNIT_KINDS = ("heads", "mlps")
@@ -146,7 +147,7 @@ class PrunableModel(nn.Module):
                 "Mean ablation needs mean activations, and none were computed. Call "
                 "prunable_model.compute_means(train_data) first (or load an artifact that has them), or choose "
                 "PruningConfig(ablation='zero' | 'resample'), or run the full model under .masks_disabled().")
-        self._current = {**self.current_masks(), "batch_size": _batch_size(args, kwargs)}
+        self._current = {**self.current_masks(), "batch_size": batch_size_of(args, kwargs)}
         return None
 
     def current_masks(self) -> dict[str, torch.Tensor | None]:
@@ -289,6 +290,39 @@ class PrunableModel(nn.Module):
             raise MaskShapeError(f"{kind} mask values must lie in [0, 1] (1 keeps a unit, 0 ablates it); got values "
                                  f"from {tensor.min().item()} to {tensor.max().item()}.")
         return tensor.to(self.forced_heads.device)
+
+    def mask_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The shape of every mask kind of this model, e.g. `{"heads": (L, H), "mlps": (L,)}`."""
+        return {kind: self.mask_logits.expected_shape(kind) for kind in UNIT_KINDS}
+
+    def validate_masks(self, masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """Check masks given by kind (shape, finite, within [0, 1]) and return them as fp32 tensors; kinds given as
+        None are left out. The check `set_masks` applies, for callers that only want to know."""
+        shapes = self.mask_shapes()
+        unknown = sorted(set(masks) - set(shapes))
+        if unknown:
+            raise MaskShapeError(f"Unknown mask kind(s) {unknown}; this model's kinds are {sorted(shapes)}.")
+        return {kind: self._validated_mask(kind, value) for kind, value in masks.items() if value is not None}
+
+    @contextlib.contextmanager
+    def masks_applied(self, masks: Any) -> Iterator["PrunableModel"]:
+        """Run the block with `masks` fixed (a dict by kind, an artifact folder / Hub id, or None = as they are);
+        the previous fixed masks come back afterwards."""
+        if masks is None:
+            yield self
+            return
+        if isinstance(masks, (str, os.PathLike)):
+            from .artifacts import read_artifact
+            artifact = read_artifact(masks)
+            masks = {"heads": artifact.heads, "mlps": artifact.mlps}
+        validated = self.validate_masks(masks)
+        previous = (self.fixed_heads, self.fixed_mlps)
+        self.set_masks(**validated)
+        try:
+            yield self
+        finally:
+            self.fixed_heads, self.fixed_mlps = previous
+            self._eval_cache = None
 
     def set_masks(self, heads: Any = None, mlps: Any = None) -> None:
         """Fix masks (`heads`: `[num_layers, num_heads]`, `mlps`: `[num_layers]`, 1 keeps a unit).
@@ -664,15 +698,6 @@ class PrunableModel(nn.Module):
         if masks is not None:
             wrapped.load_masks(masks, **_hub_kwargs(hf_kwargs))
         return wrapped
-
-
-def _batch_size(args: tuple, kwargs: dict[str, Any]) -> int | None:
-    """Batch size of a forward call, from its first batch-first tensor input."""
-    for value in (kwargs.get("input_ids"), kwargs.get("inputs_embeds"), kwargs.get("attention_mask"),
-                  args[0] if args else None):
-        if isinstance(value, torch.Tensor) and value.dim() >= 2:
-            return int(value.shape[0])
-    return None
 
 
 def _hub_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -7,13 +7,10 @@ pruned, with the full model (masks off). A fingerprint of the token ids records 
 from __future__ import annotations
 
 import hashlib
-import inspect
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Mapping
 
 import torch
-from torch import nn
-from tqdm.auto import tqdm
 
 
 @dataclass
@@ -52,70 +49,9 @@ def weighted_sum(x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     return x.reshape(-1, x.shape[-1]).sum(0)
 
 
-def model_input_names(model: nn.Module) -> set[str]:
-    """Names of the keyword arguments the model's forward accepts (so labels etc. can be dropped)."""
-    try:
-        parameters = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return set()
-    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        names = set(parameters) - {"kwargs"}
-        return names | {"input_ids", "attention_mask", "token_type_ids", "position_ids"}
-    return set(parameters)
-
-
-def iterate_batches(data: Any, batch_size: int, pad_token_id: int, collate_fn=None,
-                    extra_columns: tuple[str, ...] = ()) -> tuple[Iterator[Mapping], int | None]:
-    """Batches from a `datasets.Dataset`, a `DataLoader`, a single dict, or any iterable of dicts of tensors.
-
-    From a Dataset only the model inputs (plus `extra_columns`, e.g. labels) are kept."""
-    try:
-        import datasets
-    except ImportError:  # pragma: no cover - datasets is a dependency
-        datasets = None
-    if isinstance(data, Mapping):
-        return iter([data]), 1
-    if datasets is not None and isinstance(data, datasets.Dataset):
-        if "input_ids" not in data.column_names:
-            raise ValueError(f"compute_means needs tokenized data with an 'input_ids' column; the dataset has "
-                             f"{data.column_names}. Tokenize it first, e.g. dataset.map(tokenizer_fn, batched=True).")
-        columns = [c for c in ("input_ids", "attention_mask", "token_type_ids", *extra_columns)
-                   if c in data.column_names]
-        loader = torch.utils.data.DataLoader(data.select_columns(columns), batch_size=batch_size, shuffle=False,
-                                             collate_fn=collate_fn or PadCollator(pad_token_id))
-        return iter(loader), len(loader)
-    total = len(data) if hasattr(data, "__len__") else None
-    return iter(data), total
-
-
-class PadCollator:
-    """Right-pads lists of token ids and builds the attention mask (for untokenized-length datasets)."""
-
-    def __init__(self, pad_token_id: int) -> None:
-        self.pad_token_id = pad_token_id
-
-    def __call__(self, rows: list[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        length = max(len(row["input_ids"]) for row in rows)
-        batch: dict[str, torch.Tensor] = {}
-        for key in rows[0]:
-            if not isinstance(rows[0][key], (list, tuple)):
-                batch[key] = torch.tensor([row[key] for row in rows])
-                continue
-            pad = self.pad_token_id if key == "input_ids" else 0
-            batch[key] = torch.tensor([list(row[key]) + [pad] * (length - len(row[key])) for row in rows])
-        if "attention_mask" not in batch:
-            batch["attention_mask"] = torch.tensor([[1] * len(r["input_ids"]) + [0] * (length - len(r["input_ids"]))
-                                                    for r in rows])
-        return batch
-
-
 def update_fingerprint(hasher, batch: Mapping[str, torch.Tensor]) -> None:
     for key in ("input_ids", "attention_mask"):
         value = batch.get(key)
         if isinstance(value, torch.Tensor):
             hasher.update(key.encode())
             hasher.update(value.detach().to("cpu", torch.int64).contiguous().numpy().tobytes())
-
-
-def progress(iterator: Iterable, total: int | None, enabled: bool, description: str) -> Iterable:
-    return tqdm(iterator, total=total, disable=not enabled, desc=description, leave=False)

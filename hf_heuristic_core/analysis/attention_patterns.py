@@ -204,7 +204,7 @@ def collect_attention_shares(model: Any, data: Any, *, special_ids: Sequence[int
     It is switched to eager attention for the duration. `causal=None` detects causal attention from the weights.
     Pass `special_ids=tokenizer.all_special_ids` and `sep_id=tokenizer.sep_token_id`.
     """
-    from ..ablation.means import iterate_batches, model_input_names, progress
+    from ..batching import iterate_batches, model_input_names, progress
     hf_model = _hf_model(model)
     accepted = model_input_names(hf_model)
     device = next(hf_model.parameters()).device

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 
 from ..config import PruningConfig
+from ..data.spec import datasets_from_spec
+from ..data.tokenize import tokenize_pairs
 from ..evaluation.subnetwork import evaluate_subnetwork
 from ..io_utils import atomic_write_text
 from .mask_stats import inverse, random_from_complement, random_like
@@ -155,78 +157,6 @@ def ablation_masks(units: Iterable[Any], num_layers: int, num_heads: int) -> dic
                                  f"{num_heads} heads.")
             heads[unit] = 0
     return {"heads": heads, "mlps": mlps}
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Data specs: what manifest.json records so that `analyze` can rebuild the evaluation data
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def tokenize_pairs(dataset: Any, tokenizer: Any, text_columns: Sequence[str] | None = None, max_length: int = 128,
-                   label_column: str = "label") -> Any:
-    """Tokenize a (pair) text dataset, keeping only model inputs and the label (the shape evaluation expects)."""
-    columns = list(text_columns) if text_columns else _default_text_columns(dataset.column_names)
-    missing = [c for c in columns if c not in dataset.column_names]
-    if missing:
-        raise ValueError(f"Text columns {missing} are not in the dataset (columns: {dataset.column_names}).")
-    keep = {label_column}
-    return dataset.map(lambda b: tokenizer(*[b[c] for c in columns], truncation=True, max_length=max_length),
-                       batched=True, remove_columns=[c for c in dataset.column_names if c not in keep])
-
-
-def _default_text_columns(columns: Sequence[str]) -> list[str]:
-    for candidate in (("premise", "hypothesis"), ("sentence1", "sentence2"), ("question1", "question2"),
-                      ("text",), ("sentence",)):
-        if all(c in columns for c in candidate):
-            return list(candidate)
-    raise ValueError(f"Cannot tell the text columns among {list(columns)}; pass text_columns.")
-
-
-def _load_source(entry: Mapping[str, Any], generated: dict[str, Any]) -> Any:
-    """One raw (untokenized) dataset from a spec entry."""
-    source = entry.get("source")
-    if source == "generate_nli":
-        from ..data.nli import filter_subcases, generate_nli
-        kwargs = dict(entry.get("kwargs") or {})
-        key = json.dumps(kwargs, sort_keys=True, default=str)
-        if key not in generated:
-            generated[key] = generate_nli(**kwargs)
-        dataset = generated[key][entry.get("split", "ood_eval")]
-        if entry.get("subcases"):
-            dataset = filter_subcases(dataset, entry["subcases"])
-    elif source == "hans":
-        from ..data.nli import load_hans
-        dataset = load_hans(entry["path"], split=entry.get("split", "validation"), subcases=entry.get("subcases"))
-    elif source == "table":
-        from ..data.sources import load_table
-        dataset = load_table(str(entry["path"]), entry.get("config"), entry.get("split", "train"))
-    else:
-        raise ValueError(f"Unknown data source {source!r} in {dict(entry)}; use 'generate_nli' (with 'kwargs' and "
-                         "'split'), 'hans' (with 'path') or 'table' (with 'path', a Hub id / files / folder).")
-    limit = entry.get("limit")
-    if limit is not None:
-        dataset = dataset.select(range(min(int(limit), len(dataset))))
-    return dataset
-
-
-def datasets_from_spec(spec: Mapping[str, Any], tokenizer: Any) -> tuple[Any, dict[str, Any]]:
-    """Build the tokenized training data and evaluation sets that a data spec describes.
-
-    Spec: `{"text_columns": [...], "max_length": 128, "train": ENTRY, "eval_sets": {name: ENTRY}}` where ENTRY is
-    `{"source": "generate_nli", "kwargs": {...generate_nli kwargs}, "split": "ood_eval", "subcases": [...]}`,
-    `{"source": "hans", "path": ..., "subcases": [...]}` or `{"source": "table", "path": ..., "split": ...}`, each
-    with an optional `"limit"` (first N rows). Passing the same spec to `prune_many(data_spec=...)` lets `analyze`
-    rebuild exactly these sets later. Returns `(train or None, {name: eval set})`.
-    """
-    generated: dict[str, Any] = {}
-    columns, max_length = spec.get("text_columns"), int(spec.get("max_length", 128))
-
-    def build(entry: Mapping[str, Any]) -> Any:
-        return tokenize_pairs(_load_source(entry, generated), tokenizer, columns, max_length)
-
-    train = build(spec["train"]) if spec.get("train") else None
-    eval_sets = {name: build(entry) for name, entry in (spec.get("eval_sets") or {}).items()}
-    return train, eval_sets
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -355,7 +285,7 @@ def _default_collator(model: PrunableModel, tokenizer: Any) -> Any:
     if tokenizer is not None:
         from transformers import DataCollatorWithPadding
         return DataCollatorWithPadding(tokenizer)
-    from ..ablation.means import PadCollator
+    from ..batching import PadCollator
     return PadCollator(getattr(model.config, "pad_token_id", None) or 0)
 
 

@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from .prune_many import (MANIFEST_NAME, ablation_table, collect_results, datasets_from_spec, parse_unit, read_json,
+from ..data.spec import MissingDataSpecError, eval_sets_from_spec
+from .prune_many import (MANIFEST_NAME, ablation_table, collect_results, parse_unit, read_json,
                        sparsity_tag, unit_label, write_json)
 from ..artifacts import read_artifact
 from ..io_utils import atomic_write_text
@@ -150,12 +151,10 @@ def _load_tokenizer(manifest: Mapping[str, Any], model_path: str | None) -> Any:
 
 
 def _load_eval_sets(manifest: Mapping[str, Any], tokenizer: Any) -> dict[str, Any]:
-    data = manifest.get("data")
-    if not data or not data.get("eval_sets"):
-        raise _Unavailable("manifest.json has no data spec to rebuild the evaluation sets (pass data_spec= to "
-                           "prune_many, or eval_sets= here)")
-    _, eval_sets = datasets_from_spec({**data, "train": None}, tokenizer)
-    return eval_sets
+    try:
+        return eval_sets_from_spec(manifest.get("data"), tokenizer)
+    except MissingDataSpecError as reason:
+        raise _Unavailable(str(reason)) from None
 
 
 def _attention_section(model: Any, tokenizer: Any, eval_sets: Mapping[str, Any], core_heads: Sequence[tuple],

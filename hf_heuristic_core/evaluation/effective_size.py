@@ -26,6 +26,7 @@ import statistics
 from typing import Any, Hashable, Iterable, Mapping
 
 from ..errors import PruningError
+from ..relaxations.binarize import check_sparsity
 
 __all__ = ["EffectiveSizeError", "effective_size", "effective_size_per_seed"]
 
@@ -94,12 +95,7 @@ def _check_sparsity(sparsity: Any) -> float:
             f"sparsity key {sparsity!r} is not a number; use fractions as keys, e.g. 0.5 "
             "(convert JSON string keys of percents with float(key) / 100)"
         )
-    value = float(sparsity)
-    if not math.isfinite(value) or not 0.0 <= value < 1.0:
-        raise EffectiveSizeError(
-            f"sparsity {sparsity!r} is outside [0, 1); pass fractions, e.g. 0.5 not 50"
-        )
-    return value
+    return check_sparsity(sparsity, f"sparsity {sparsity!r}", error=EffectiveSizeError)
 
 
 def effective_size(

@@ -8,16 +8,14 @@ evaluated on the same data.
 from __future__ import annotations
 
 import contextlib
-import os
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import torch
 
-from ..ablation.means import iterate_batches, model_input_names
+from ..batching import LABEL_KEYS, iterate_batches, model_input_names
 from ..model import PrunableModel
 from ..training.trainer import kl_to_teacher
 
-LABEL_KEYS = ("labels", "label")
 
 
 def _labels_of(batch: Mapping[str, Any]) -> torch.Tensor | None:
@@ -32,23 +30,9 @@ def _collapse(predictions: torch.Tensor, entailment_id: int) -> torch.Tensor:
     return (predictions != entailment_id).long()
 
 
-@contextlib.contextmanager
-def applied_masks(model: PrunableModel, masks: Any) -> Iterator[None]:
-    """Temporarily apply `masks` (a `{"heads", "mlps"}` dict, an artifact folder / repo id, or None = as is)."""
-    if masks is None:
-        yield
-        return
-    previous = (model.fixed_heads, model.fixed_mlps)
-    if isinstance(masks, (str, os.PathLike)):
-        from ..artifacts import read_artifact
-        artifact = read_artifact(masks)
-        masks = {"heads": artifact.heads, "mlps": artifact.mlps}
-    model.set_masks(heads=masks.get("heads"), mlps=masks.get("mlps"))
-    try:
-        yield
-    finally:
-        model.fixed_heads, model.fixed_mlps = previous
-        model._eval_cache = None
+def applied_masks(model: PrunableModel, masks: Any):
+    """Temporarily apply `masks` (a dict by kind, an artifact folder / repo id, or None = as is)."""
+    return model.masks_applied(masks)
 
 
 @torch.no_grad()

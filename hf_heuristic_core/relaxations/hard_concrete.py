@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..config import PruningConfig
+from .binarize import check_sparsity, smallest_indices, topk_binarize  # noqa: F401 (re-exported)
 
 # The CoFi deterministic rule scales log_alpha by this before the sigmoid (released code's "magical number").
 COFI_SOFT_MASK_SCALE = 0.8
@@ -62,40 +63,8 @@ class HardConcrete:
         expected_zeros = int(round(float((1 - self.prob_nonzero(flat)).sum())))
         soft = torch.sigmoid(COFI_SOFT_MASK_SCALE * flat / self.temperature)
         if expected_zeros > 0:
-            soft[_smallest_indices(flat, expected_zeros)] = 0.0
+            soft[smallest_indices(flat, expected_zeros)] = 0.0
         return soft.view_as(log_alpha)
-
-
-def _smallest_indices(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """Indices of the k smallest scores; ties broken by position so results are reproducible."""
-    order = torch.sort(scores.detach().float(), stable=True).indices
-    return order[:k]
-
-
-def topk_binarize(scores: torch.Tensor, sparsity: float, groups: torch.Tensor | None = None) -> torch.Tensor:
-    """0/1 mask over `scores` (1-D) pruning exactly round(sparsity * n) lowest-scoring units.
-
-    With `groups` (one integer per unit, e.g. its layer), the count round(sparsity * n_g) is taken per group.
-    """
-    check_sparsity(sparsity)
-    scores = scores.detach().flatten()
-    mask = torch.ones_like(scores, dtype=torch.float32)
-    if groups is None:
-        k = int(round(sparsity * scores.numel()))
-        mask[_smallest_indices(scores, k)] = 0.0
-        return mask
-    for group in torch.unique(groups):
-        members = torch.nonzero(groups == group).flatten()
-        k = int(round(sparsity * members.numel()))
-        mask[members[_smallest_indices(scores[members], k)]] = 0.0
-    return mask
-
-
-def check_sparsity(sparsity: float) -> None:
-    if not (isinstance(sparsity, (int, float)) and math.isfinite(sparsity) and 0.0 <= sparsity < 1.0):
-        raise ValueError(f"sparsity must be a fraction in [0, 1), got {sparsity!r}"
-                         + (" (pass fractions, e.g. 0.5 for 50%)" if isinstance(sparsity, (int, float))
-                            and 1 <= sparsity <= 100 else "") + ".")
 
 
 class MaskLogits(nn.Module):

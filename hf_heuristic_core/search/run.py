@@ -37,8 +37,9 @@ from ..config import PruningConfig
 from ..evaluation.effective_size import EffectiveSizeError, effective_size_per_seed
 from ..errors import MaskShapeError
 from ..evaluation.subnetwork import evaluate_subnetwork, full_model_accuracy
-from ..ablation.means import PadCollator
+from ..batching import PadCollator
 from ..model import PrunableModel
+from ..training.recipes import RECIPES
 from ..training.trainer import PruningTrainer
 
 logger = logging.getLogger(__name__)
@@ -54,9 +55,7 @@ DEFAULT_SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
 # Short-run settings measured to work on CPU budgets (see README, "Short runs"); the paper's defaults
 # (log_alpha init 10, multiplier lr 1.0, sampled penalty) need thousands of steps to move the masks at all.
-SHORT_RUN_CONFIG = {"init_mean": 3.0}
-SHORT_RUN_ARGUMENTS = {"sparsity_penalty": "expected", "reg_learning_rate": 0.1, "warmup_steps": 10,
-                       "teacher": "cached", "per_device_train_batch_size": 16, "report_to": "none",
+SHORT_RUN_ARGUMENTS = {**RECIPES["short"].arguments, "per_device_train_batch_size": 16, "report_to": "none",
                        "save_strategy": "no", "logging_strategy": "no", "disable_tqdm": True}
 # Single-run strategies: constant learning rate from the first step (their length is short or not known in advance).
 CHEAP_RUN_ARGUMENTS = {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 0}
@@ -368,7 +367,7 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     else:
         model = model_or_path
     modes = [m.training for m in model.modules()]
-    config = pruning_config or PruningConfig(**SHORT_RUN_CONFIG)
+    config = pruning_config or PruningConfig(**RECIPES["short"].config)
     prunable = PrunableModel(model, config)
     try:
         return _search(prunable, train_dataset, eval_sets, resolved_groups, strategy, levels, seed_list,
@@ -506,15 +505,14 @@ def _check_known_masks(masks: Any) -> dict[int, dict[float, dict[str, torch.Tens
 def _validated_known_masks(prunable: PrunableModel,
                            known: Mapping[int, Mapping[float, Mapping[str, torch.Tensor]]]
                            ) -> dict[int, dict[float, dict[str, torch.Tensor]]]:
-    """Each given mask through the model's own check (`set_masks`' shape, finiteness and [0, 1] range), with the seed
-    and level that failed named in the error."""
+    """Each given mask through the model's own check (shape, finiteness and [0, 1] range), with the seed and level
+    that failed named in the error."""
     validated: dict[int, dict[float, dict[str, torch.Tensor]]] = {}
     for seed, levels in known.items():
         validated[seed] = {}
         for level, unit_masks in levels.items():
             try:
-                validated[seed][level] = {kind: prunable._validated_mask(kind, mask)
-                                          for kind, mask in unit_masks.items()}
+                validated[seed][level] = prunable.validate_masks(unit_masks)
             except MaskShapeError as err:
                 raise EffectiveSizeError(f"masks[{seed}][{level:g}] cannot be used on this model: {err} Masks from "
                                          "another architecture, or with values outside [0, 1], do not apply.") from err
@@ -526,12 +524,8 @@ def _all_kept(prunable: PrunableModel) -> dict[str, torch.Tensor]:
 
 
 def _save_level(prunable: PrunableModel, masks: Mapping[str, torch.Tensor], folder: str) -> None:
-    previous = (prunable.fixed_heads, prunable.fixed_mlps)
-    prunable.set_masks(heads=masks["heads"], mlps=masks["mlps"])
-    try:
+    with prunable.masks_applied(masks):
         prunable.save_pretrained(folder)
-    finally:
-        prunable.fixed_heads, prunable.fixed_mlps = previous
 
 
 class _Runner:

@@ -23,12 +23,10 @@ from typing import Any
 
 from ..io_utils import atomic_write_text
 from ..search.run import DEFAULT_STRATEGY
+from ..training.recipes import get_recipe
 
 logger = logging.getLogger(__name__)
 
-SHORT_RUN_PRUNING = {"sparsity_penalty": "expected", "reg_learning_rate": 0.1, "warmup_steps": 10,
-                     "teacher": "cached"}
-SHORT_RUN_INIT_MEAN = 3.0
 
 
 @dataclass
@@ -198,8 +196,9 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     from ..analysis.prune_many import prune_many
     from ..config import PruningConfig
     t0 = time.time()
-    recipe_config = PruningConfig(init_mean=SHORT_RUN_INIT_MEAN) if args.pruning_recipe == "short" else PruningConfig()
-    overrides = {**(SHORT_RUN_PRUNING if args.pruning_recipe == "short" else {}),
+    recipe = get_recipe(args.pruning_recipe)
+    recipe_config = PruningConfig(**recipe.config)
+    overrides = {**recipe.arguments,
                  "max_steps": args.prune_steps, "sparsity_warmup_steps": max(1, args.prune_steps // 2),
                  "per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu,
                  "report_to": "none", "save_strategy": "no", "disable_tqdm": True, "logging_steps": 50}
@@ -257,13 +256,13 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
 
 def _short_config():
     from ..config import PruningConfig
-    return PruningConfig(init_mean=SHORT_RUN_INIT_MEAN)
+    return PruningConfig(**get_recipe("short").config)
 
 
 def _search_arguments(args: StudyArguments, finetune_dir: Path, collator) -> dict[str, Any]:
     """The effective-size search settings, shared by the live callback and the tracker that finishes after a crash
     (the tracker refuses to resume a results file written under other settings)."""
-    overrides = dict(SHORT_RUN_PRUNING) if args.pruning_recipe == "short" else {}
+    overrides = dict(get_recipe(args.pruning_recipe).arguments)
     overrides.update({"per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu})
     return {"strategy": args.effective_size_strategy, "sparsities": args.floats(args.effective_size_sparsities),
             "seeds": args.ints(args.effective_size_seeds), "steps_per_run": args.effective_size_steps,

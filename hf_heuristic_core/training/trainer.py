@@ -21,6 +21,7 @@ from torch import nn
 from transformers import Trainer
 
 from .arguments import PruningArguments
+from ..batching import LABEL_KEYS
 from ..errors import PruningError
 from ..model import PrunableModel
 
@@ -28,7 +29,6 @@ logger = logging.getLogger(__name__)
 
 EXAMPLE_INDEX_COLUMN = "hhc_example_index"
 PRUNING_STATE_NAME = "pruning_state.pt"
-LABEL_KEYS = ("labels", "label", "label_ids")
 
 
 def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor,

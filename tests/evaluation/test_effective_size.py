@@ -87,10 +87,10 @@ def test_numpy_scalars_accepted() -> None:
         ({"pruned_accuracy": {0.5: {"id": 0.7}}}, r"pruned_accuracy\[0.5\] has no accuracy for case 'ood'"),
         (
             {"pruned_accuracy": {50: {"id": 0.7, "ood": 0.2}}},
-            r"sparsity 50 is outside \[0, 1\); pass fractions, e.g. 0.5 not 50",
+            r"sparsity 50 must be a fraction in \[0, 1\), got 50 \(pass fractions, e.g. 0.5 for 50%\)",
         ),
-        ({"pruned_accuracy": {1.0: {"id": 0.7, "ood": 0.2}}}, r"sparsity 1.0 is outside \[0, 1\)"),
-        ({"pruned_accuracy": {-0.1: {"id": 0.7, "ood": 0.2}}}, r"outside \[0, 1\)"),
+        ({"pruned_accuracy": {1.0: {"id": 0.7, "ood": 0.2}}}, r"sparsity 1.0 must be a fraction in \[0, 1\)"),
+        ({"pruned_accuracy": {-0.1: {"id": 0.7, "ood": 0.2}}}, r"must be a fraction in \[0, 1\)"),
         (
             {"pruned_accuracy": {"50": {"id": 0.7, "ood": 0.2}}},
             r"sparsity key '50' is not a number.*float\(key\) / 100",
@@ -133,7 +133,7 @@ def test_per_seed_mean_and_std() -> None:
 def test_per_seed_errors_name_the_seed() -> None:
     with pytest.raises(EffectiveSizeError, match=r"pruned_by_seed is empty"):
         effective_size_per_seed(FULL, {})
-    with pytest.raises(EffectiveSizeError, match=r"seed 7: sparsity 70 is outside"):
+    with pytest.raises(EffectiveSizeError, match=r"seed 7: sparsity 70 must be a fraction"):
         effective_size_per_seed(FULL, {7: {70: {"id": 0.5, "ood": 0.5}}})
 
 

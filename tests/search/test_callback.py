@@ -12,7 +12,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from hf_heuristic_core import EffectiveSizeError
 from hf_heuristic_core.search.callback import EffectiveSizeCallback, preserved_training_state
-from hf_heuristic_core.ablation.means import PadCollator
+from hf_heuristic_core.batching import PadCollator
 from hf_heuristic_core.search import ClimbSchedule
 from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier  # noqa: F401
 

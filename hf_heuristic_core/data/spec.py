@@ -1,0 +1,70 @@
+"""Data specs: how the training and evaluation data of a runs folder were built, so `analyze` can rebuild them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from .tokenize import tokenize_pairs
+
+__all__ = ["MissingDataSpecError", "datasets_from_spec", "eval_sets_from_spec"]
+
+
+class MissingDataSpecError(ValueError):
+    """A runs folder records no data spec from which its evaluation sets could be rebuilt."""
+
+
+def _load_source(entry: Mapping[str, Any], generated: dict[str, Any]) -> Any:
+    """One raw (untokenized) dataset from a spec entry."""
+    source = entry.get("source")
+    if source == "generate_nli":
+        from .nli import filter_subcases, generate_nli
+        kwargs = dict(entry.get("kwargs") or {})
+        key = json.dumps(kwargs, sort_keys=True, default=str)
+        if key not in generated:
+            generated[key] = generate_nli(**kwargs)
+        dataset = generated[key][entry.get("split", "ood_eval")]
+        if entry.get("subcases"):
+            dataset = filter_subcases(dataset, entry["subcases"])
+    elif source == "hans":
+        from .nli import load_hans
+        dataset = load_hans(entry["path"], split=entry.get("split", "validation"), subcases=entry.get("subcases"))
+    elif source == "table":
+        from .sources import load_table
+        dataset = load_table(str(entry["path"]), entry.get("config"), entry.get("split", "train"))
+    else:
+        raise ValueError(f"Unknown data source {source!r} in {dict(entry)}; use 'generate_nli' (with 'kwargs' and "
+                         "'split'), 'hans' (with 'path') or 'table' (with 'path', a Hub id / files / folder).")
+    limit = entry.get("limit")
+    if limit is not None:
+        dataset = dataset.select(range(min(int(limit), len(dataset))))
+    return dataset
+
+
+def datasets_from_spec(spec: Mapping[str, Any], tokenizer: Any) -> tuple[Any, dict[str, Any]]:
+    """Build the tokenized training data and evaluation sets that a data spec describes.
+
+    Spec: `{"text_columns": [...], "max_length": 128, "train": ENTRY, "eval_sets": {name: ENTRY}}` where ENTRY is
+    `{"source": "generate_nli", "kwargs": {...generate_nli kwargs}, "split": "ood_eval", "subcases": [...]}`,
+    `{"source": "hans", "path": ..., "subcases": [...]}` or `{"source": "table", "path": ..., "split": ...}`, each
+    with an optional `"limit"` (first N rows). Passing the same spec to `prune_many(data_spec=...)` lets `analyze`
+    rebuild exactly these sets later. Returns `(train or None, {name: eval set})`.
+    """
+    generated: dict[str, Any] = {}
+    columns, max_length = spec.get("text_columns"), int(spec.get("max_length", 128))
+
+    def build(entry: Mapping[str, Any]) -> Any:
+        return tokenize_pairs(_load_source(entry, generated), tokenizer, columns, max_length)
+
+    train = build(spec["train"]) if spec.get("train") else None
+    eval_sets = {name: build(entry) for name, entry in (spec.get("eval_sets") or {}).items()}
+    return train, eval_sets
+
+
+def eval_sets_from_spec(spec: Mapping[str, Any] | None, tokenizer: Any) -> dict[str, Any]:
+    """The tokenized evaluation sets of a data spec as a runs folder's manifest records it."""
+    if not spec or not spec.get("eval_sets"):
+        raise MissingDataSpecError("manifest.json has no data spec to rebuild the evaluation sets (pass data_spec= "
+                                   "to prune_many, or eval_sets= here)")
+    _, eval_sets = datasets_from_spec({**spec, "train": None}, tokenizer)
+    return eval_sets

@@ -1,0 +1,58 @@
+"""Turning learned mask scores into 0/1 masks, and the one check that a sparsity is a fraction.
+
+Exact top-k is the default binarization for every relaxation: it hits a requested sparsity exactly (globally, or per
+layer with `groups`) and reports what it hit. Each relaxation also has its paper's own threshold rule
+(`Relaxation.threshold_masks`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import torch
+
+__all__ = ["check_sparsity", "smallest_indices", "topk_binarize"]
+
+
+def check_sparsity(value: Any, what: str = "sparsity", *, allow_one: bool = False,
+                   error: type[Exception] = ValueError) -> float:
+    """`value` as a float fraction in [0, 1) ([0, 1] with `allow_one`), or `error` naming the problem.
+
+    Percentages are the usual mistake (50 for 0.5), so the message says how to fix them.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise error(f"{what} must be a number, a fraction such as 0.5, got {value!r}.")
+    number = float(value)
+    inside = 0.0 <= number <= 1.0 if allow_one else 0.0 <= number < 1.0
+    if not (math.isfinite(number) and inside):
+        interval = "[0, 1]" if allow_one else "[0, 1)"
+        hint = f" (pass fractions, e.g. {number / 100:g} for {number:g}%)" if 1.0 <= number <= 100.0 else ""
+        raise error(f"{what} must be a fraction in {interval}, got {value!r}{hint}.")
+    return number
+
+
+def smallest_indices(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the k smallest scores; ties broken by position so results are reproducible."""
+    order = torch.sort(scores.detach().float(), stable=True).indices
+    return order[:k]
+
+
+def topk_binarize(scores: torch.Tensor, sparsity: float, groups: torch.Tensor | None = None) -> torch.Tensor:
+    """0/1 mask over `scores` (1-D) pruning exactly round(sparsity * n) lowest-scoring units.
+
+    With `groups` (one integer per unit, e.g. its layer), the count round(sparsity * n_g) is taken per group.
+    """
+    check_sparsity(sparsity)
+    scores = scores.detach().flatten()
+    mask = torch.ones_like(scores, dtype=torch.float32)
+    if groups is None:
+        k = int(round(sparsity * scores.numel()))
+        mask[smallest_indices(scores, k)] = 0.0
+        return mask
+    for group in torch.unique(groups):
+        members = torch.nonzero(groups == group).flatten()
+        k = int(round(sparsity * members.numel()))
+        mask[members[smallest_indices(scores[members], k)]] = 0.0
+    return mask
