@@ -20,8 +20,8 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["AblationTable", "PruneManyResult", "ablation_table", "datasets_from_spec", "prune_many"],
                     "analysis.prune_many"),
-    **dict.fromkeys(["ARCHITECTURES", "ArchitectureMap", "resolve_architecture", "supported_model_types"],
-                    "architectures.resolve"),
+    **dict.fromkeys(["ARCHITECTURES", "ArchitectureMap", "supported_model_types"], "architectures.registry"),
+    "resolve_architecture": "architectures.resolve",
     "PruningArguments": "training.arguments",
     **dict.fromkeys(["MaskArtifact", "read_artifact"], "artifacts"),
     **dict.fromkeys(["AttentionUnavailableError", "attention_shares", "collect_attention_shares"],
@@ -34,7 +34,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["EffectiveSizeError", "effective_size", "effective_size_per_seed"], "evaluation.effective_size"),
     **dict.fromkeys(["ArtifactError", "MaskShapeError", "MissingMeansError", "PruningError",
                      "UnsupportedArchitectureError"], "errors"),
-    **dict.fromkeys(["HardConcrete", "topk_binarize"], "relaxations.hard_concrete"),
+    "HardConcrete": "relaxations.hard_concrete",
+    "topk_binarize": "relaxations.binarize",
     **dict.fromkeys(["CoreResult", "MaskStatsError", "core", "head_frequency", "inverse", "iomin", "iou",
                      "joint_frequency", "mlp_frequency", "random_from_complement", "random_like", "spearman",
                      "unit_frequency"], "analysis.mask_stats"),
@@ -42,7 +43,9 @@ _EXPORTS: dict[str, str] = {
     "analyze": "analysis.report",
     **dict.fromkeys(["ClimbSchedule", "EffectiveSizeSearch", "search_effective_size"], "search.run"),
     **dict.fromkeys(["EffectiveSizeResults", "track_effective_size"], "search.tracking"),
-    **dict.fromkeys(["PruningTrainer", "TeacherCache", "kl_to_teacher"], "training.trainer"),
+    "PruningTrainer": "training.trainer",
+    "TeacherCache": "training.teacher",
+    "kl_to_teacher": "training.losses",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -70,7 +73,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
                                       unit_frequency)
     from .analysis.prune_many import AblationTable, PruneManyResult, ablation_table, datasets_from_spec, prune_many
     from .analysis.report import analyze
-    from .architectures.resolve import ARCHITECTURES, ArchitectureMap, resolve_architecture, supported_model_types
+    from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
+    from .architectures.resolve import resolve_architecture
     from .artifacts import MaskArtifact, read_artifact
     from .config import PruningConfig
     from .data.nli import (collapse_nli_predictions, generate_nli, hans_subsets, load_hans, load_mnli, load_paws,
@@ -80,8 +84,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .evaluation.effective_size import EffectiveSizeError, effective_size, effective_size_per_seed
     from .evaluation.subnetwork import evaluate_subnetwork, full_model_accuracy
     from .model import PrunableModel
-    from .relaxations.hard_concrete import HardConcrete, topk_binarize
+    from .relaxations.binarize import topk_binarize
+    from .relaxations.hard_concrete import HardConcrete
     from .search.callback import EffectiveSizeCallback
     from .search.run import ClimbSchedule, EffectiveSizeSearch, search_effective_size
     from .search.tracking import EffectiveSizeResults, track_effective_size
-    from .training.trainer import PruningTrainer, TeacherCache, kl_to_teacher
+    from .training.losses import kl_to_teacher
+    from .training.teacher import TeacherCache
+    from .training.trainer import PruningTrainer

@@ -1,7 +1,11 @@
 """Mask artifacts: `pruning_config.json` + `masks.safetensors` + a README model card. Kilobytes, never weights.
 
 Every file is written to a temp file and renamed, so a failed save never damages an artifact already on disk.
-Loading checks that the artifact was made for a model with the same type, layer and head counts and `head_dim`.
+Loading checks that the artifact was made with the same granularity for a model of the same type and mask shapes.
+
+Format 2 stores, per mask kind, `logits.<kind>`, `forced.<kind>`, `fixed.<kind>`, `means.<kind>` and the binarized
+`mask.<kind>`. Format 1 (release 0.1: heads and MLP blocks only) stored the logits as `log_alpha.<kind>`; it is
+read as format 2.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
 import torch
 from safetensors import SafetensorError
@@ -22,35 +26,46 @@ from .config import CONFIG_NAME, PruningConfig
 from .errors import ArtifactError, MaskShapeError
 from .io_utils import atomic_write_many
 
-if TYPE_CHECKING:
-    from .model import PrunableModel
-
 MASKS_NAME = "masks.safetensors"
 CARD_NAME = "README.md"
 FORMAT = "hf_heuristic_core.masks"
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
+READABLE_VERSIONS = ("1", "2")
 
 
 @dataclass
 class MaskArtifact:
-    """An artifact read without any model: enough for the multi-seed analyses."""
+    """An artifact read without any model: enough for the multi-seed analyses. `masks` holds the binarized mask of
+    every kind; `heads` / `mlps` are those of the unit granularity's single-stack kinds."""
 
     config: PruningConfig
-    heads: torch.Tensor
-    mlps: torch.Tensor
+    masks: dict[str, torch.Tensor]
     tensors: dict[str, torch.Tensor]
     metadata: dict[str, str]
 
+    @property
+    def heads(self) -> torch.Tensor | None:
+        return self.masks.get("heads")
 
-def save_artifact(model: "PrunableModel", save_directory: str | os.PathLike, sparsity: float | None = None,
+    @property
+    def mlps(self) -> torch.Tensor | None:
+        return self.masks.get("mlps")
+
+
+def upgrade_mask_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Format-1 keys (`log_alpha.<kind>`) under their format-2 names (`logits.<kind>`)."""
+    return {("logits." + key[len("log_alpha."):] if key.startswith("log_alpha.") else key): value
+            for key, value in state.items()}
+
+
+def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float | None = None,
                   extra_metadata: dict[str, Any] | None = None) -> Path:
-    """Write the artifact of `model` into `save_directory` (created if needed)."""
+    """Write the artifact of a `PrunableModel` into `save_directory` (created if needed)."""
     directory = Path(save_directory)
     directory.mkdir(parents=True, exist_ok=True)
     masks = model.get_masks(binary=True, sparsity=sparsity)
     tensors = model.mask_state_dict()
-    tensors["mask.heads"] = masks["heads"].float().contiguous()
-    tensors["mask.mlps"] = masks["mlps"].float().contiguous()
+    tensors.update({f"mask.{kind}": mask.float().contiguous() for kind, mask in masks.items()})
     report = model.sparsity_report(masks)
     metadata = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
@@ -68,7 +83,18 @@ def save_artifact(model: "PrunableModel", save_directory: str | os.PathLike, spa
     return directory
 
 
-def model_card_text(model: "PrunableModel", report: dict[str, Any]) -> str:
+_KIND_NAMES = {"heads": "heads", "mlps": "MLP blocks", "encoder_heads": "encoder heads", "encoder_mlps":
+               "encoder MLP blocks", "decoder_heads": "decoder heads", "cross_heads": "cross-attention heads",
+               "decoder_mlps": "decoder MLP blocks"}
+
+
+def _shape_text(config: PruningConfig) -> str:
+    if config.granularity == "unit" and config.num_layers and config.num_heads:
+        return f"{config.num_layers} layers x {config.num_heads} heads"
+    return ", ".join(f"{kind} {shape}" for kind, shape in (config.mask_shapes or {}).items())
+
+
+def model_card_text(model: Any, report: dict[str, Any]) -> str:
     """A short Hub model card: what the masks belong to and how much they keep."""
     config = model.pruning_config
     base = config.base_model_name_or_path or "unknown"
@@ -80,10 +106,11 @@ def model_card_text(model: "PrunableModel", report: dict[str, Any]) -> str:
         "masks only, not model weights.", "",
         "| field | value |", "|---|---|",
         f"| base model | `{base}` (revision `{config.base_model_revision or 'unknown'}`) |",
-        f"| model type | {config.model_type} ({config.num_layers} layers x {config.num_heads} heads) |",
+        f"| model type | {config.model_type} ({_shape_text(config)}) |",
+        f"| granularity, relaxation | {config.granularity}, {config.relaxation} |",
         f"| units kept | {report['units_kept']} of {report['units_total']} |",
-        f"| heads kept | {report.get('heads_kept', '-')} of {report.get('heads_total', '-')} |",
-        f"| MLP blocks kept | {report.get('mlps_kept', '-')} of {report.get('mlps_total', '-')} |",
+        *[f"| {_KIND_NAMES.get(kind, kind)} kept | {report[f'{kind}_kept']} of {report[f'{kind}_total']} |"
+          for kind in model.enabled_kinds()],
         f"| sparsity (units) | {report['sparsity']:.4f} |",
         f"| sparsity (parameters) | {report['sparsity_params']:.4f} |",
         f"| ablation | {config.ablation} |",
@@ -159,28 +186,46 @@ def read_artifact(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> MaskA
             metadata = dict(handle.metadata() or {})
     except (SafetensorError, OSError, ValueError) as err:
         raise ArtifactError(f"{masks_path} is corrupt or partial ({err}). Re-save the artifact.") from err
-    if metadata.get("format") != FORMAT or "mask.heads" not in tensors or "mask.mlps" not in tensors:
+    version = metadata.get("format_version")
+    masks = {key[len("mask."):]: value for key, value in tensors.items() if key.startswith("mask.")}
+    if metadata.get("format") != FORMAT or not masks or (version == "1" and not {"heads", "mlps"} <= set(masks)):
         raise ArtifactError(f"{masks_path} is not a hf_heuristic_core mask file (missing format tag or masks).")
+    if version not in READABLE_VERSIONS:
+        raise ArtifactError(f"{masks_path} has format version {version!r}; this release reads {READABLE_VERSIONS}. "
+                            "Upgrade hf_heuristic_core to load it.")
     for name, tensor in tensors.items():
         if not torch.isfinite(tensor).all():
             raise ArtifactError(f"{masks_path}: '{name}' contains NaN or inf values (a diverged pruning run?). "
                                 "Re-run pruning or load another artifact.")
-    return MaskArtifact(config, tensors["mask.heads"], tensors["mask.mlps"], tensors, metadata)
+    return MaskArtifact(config, masks, upgrade_mask_state(tensors), metadata)
 
 
-def check_compatible(model: "PrunableModel", config: PruningConfig, source: str) -> None:
-    """Refuse an artifact made for a model of another type or shape."""
-    arch = model.architecture
-    expected = {"model_type": arch.model_type, "num_layers": arch.num_layers, "num_heads": arch.num_heads,
-                "head_dim": arch.head_dim}
-    mismatches = [f"{key}: artifact {getattr(config, key)!r} vs model {value!r}" for key, value in expected.items()
-                  if getattr(config, key) is not None and getattr(config, key) != value]
+def check_compatible(model: Any, config: PruningConfig, source: str) -> None:
+    """Refuse an artifact made with another granularity or for a model of another type or shape."""
+    own = model.pruning_config
+    if config.granularity != own.granularity:
+        raise ArtifactError(f"The masks at {source} are {config.granularity!r} masks, but this model was wrapped with "
+                            f"PruningConfig(granularity={own.granularity!r}); wrap it with "
+                            f"granularity={config.granularity!r} to load them.")
+    mismatches = []
+    if config.model_type is not None and own.model_type is not None and config.model_type != own.model_type:
+        mismatches.append(f"model_type: artifact {config.model_type!r} vs model {own.model_type!r}")
+    for key in ("num_layers", "num_heads", "head_dim"):   # the facts both formats record
+        saved, current = getattr(config, key), getattr(own, key)
+        if saved is not None and current is not None and saved != current:
+            mismatches.append(f"{key}: artifact {saved!r} vs model {current!r}")
+    shapes = model.mask_shapes()
+    for kind, shape in (config.mask_shapes or {}).items():
+        if kind not in shapes:
+            mismatches.append(f"the artifact has {kind!r} masks, the model's kinds are {list(shapes)}")
+        elif tuple(shape) != tuple(shapes[kind]):
+            mismatches.append(f"{kind} masks: artifact {list(shape)} vs model {list(shapes[kind])}")
     if mismatches:
         raise ArtifactError(f"The masks at {source} were made for another model ({'; '.join(mismatches)}; artifact "
                             f"base model: {config.base_model_name_or_path}). Load them into a matching model.")
 
 
-def load_artifact_into(model: "PrunableModel", dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> None:
+def load_artifact_into(model: Any, dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> None:
     artifact = read_artifact(dir_or_repo_id, **hub_kwargs)
     check_compatible(model, artifact.config, str(dir_or_repo_id))
     try:
@@ -195,7 +240,7 @@ def load_artifact_into(model: "PrunableModel", dir_or_repo_id: str | os.PathLike
         setattr(model.pruning_config, key, getattr(saved, key))
 
 
-def push_artifact_to_hub(model: "PrunableModel", repo_id: str, private: bool | None = None, token: str | None = None,
+def push_artifact_to_hub(model: Any, repo_id: str, private: bool | None = None, token: str | None = None,
                          commit_message: str = "Upload pruning masks", revision: str | None = None, **save_kwargs: Any):
     """Save into a temp folder and upload it as one commit; returns huggingface_hub's `CommitInfo`."""
     from huggingface_hub import HfApi
@@ -221,3 +266,8 @@ def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, **
 def _config_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in hf_kwargs.items()
             if k in ("revision", "token", "cache_dir", "trust_remote_code", "gguf_file", "local_files_only")}
+
+
+def hub_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of a model load that also locate an artifact on the Hub."""
+    return {k: hf_kwargs[k] for k in ("revision", "token", "cache_dir") if k in hf_kwargs}

@@ -1,8 +1,10 @@
-"""`PruningConfig`: which units are masked, how they are ablated, and the hard-concrete constants.
+"""`PruningConfig`: what is masked (granularity), how mask values are drawn (relaxation), what replaces a masked
+value (ablation), and the relaxation's constants.
 
 The defaults reproduce the recipe of *The Heuristic Core* (appendix B, checked against its released code):
-one mask per attention head and per whole MLP block, mean ablation, hard-concrete masks with
-l = -0.1, r = 1.1, beta = 2/3, eps = 1e-6 and `log_alpha` initialized from N(10, 0.01).
+one mask per attention head and per whole MLP block (`granularity="unit"`), mean ablation, hard-concrete masks
+(`relaxation="hard_concrete"`) with l = -0.1, r = 1.1, beta = 2/3, eps = 1e-6 and `log_alpha` initialized from
+N(10, 0.01). Validation needs only the registries' names, so building a config imports no torch.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class PruningConfig:
     (`layers_path`) and to one layer (`attention_output`, `mlp_output`).
     """
 
+    granularity: str = "unit"
+    relaxation: str = "hard_concrete"
     prune_heads: bool = True
     prune_mlps: bool = True
     ablation: str = "mean"
@@ -59,6 +63,8 @@ class PruningConfig:
     attention_output: str | None = None
     mlp_output: str | None = None
     num_heads: int | None = None
+    # Prune a model whose layer lists are only partly covered by the map (e.g. a vision tower left out), on purpose.
+    allow_partial_model: bool = False
 
     # Filled in by PrunableModel: what the masks were made for.
     model_type: str | None = None
@@ -68,6 +74,7 @@ class PruningConfig:
     num_layers: int | None = None
     head_dim: int | None = None
     hidden_size: int | None = None
+    mask_shapes: dict[str, list[int]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -75,6 +82,10 @@ class PruningConfig:
 
     def validate(self) -> None:
         """Reject settings that would silently produce meaningless masks."""
+        from .granularity import GRANULARITIES
+        from .relaxations import RELAXATIONS
+        _check_choice("granularity", self.granularity, tuple(GRANULARITIES.names()))
+        _check_choice("relaxation", self.relaxation, tuple(RELAXATIONS.names()))
         _check_choice("ablation", self.ablation, ABLATION_MODES)
         _check_choice("binarization", self.binarization, BINARIZATION_RULES)
         _check_choice("binarization_scope", self.binarization_scope, BINARIZATION_SCOPES)
@@ -100,6 +111,11 @@ class PruningConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def settings_only(self) -> "PruningConfig":
+        """A copy without the facts `PrunableModel` records about the model it wrapped (so it can wrap another)."""
+        facts = {"num_layers": None, "head_dim": None, "hidden_size": None, "mask_shapes": None}
+        return PruningConfig.from_dict({**self.to_dict(), **facts})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PruningConfig":

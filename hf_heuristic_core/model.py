@@ -1,66 +1,67 @@
-"""`PrunableModel`: hard-concrete head and MLP masks injected into any Transformers model through hooks.
+"""`PrunableModel`: learned masks injected into any Transformers model (or `nn.Module`) through hooks.
 
-Nothing in the wrapped model changes: a forward pre-hook on each attention output projection masks the per-head
-context vectors, a forward hook on each MLP output projection masks the block's output, and `unwrap()` removes both.
-Masks are drawn once per forward pass (by a pre-hook on the top-level model), so gradient-checkpoint recomputation and
-modules called twice see the same `z`.
+It is an orchestrator. The granularity (`PruningConfig.granularity`, default `unit`: heads and MLP blocks) says which
+kinds of masks the model has and hooks them in; the relaxation (default `hard_concrete`) turns logits into mask values;
+the ablation mode says what replaces a masked value. `PrunableModel` holds the per-kind state (logits, fixed and forced
+masks, means), draws the masks once per forward pass (by a pre-hook on the top-level model, so gradient-checkpoint
+recomputation and modules called twice see the same `z`), and saves and loads it. Nothing in the wrapped model
+changes, and `unwrap()` removes every hook.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
 
-from .architectures.resolve import ResolvedArchitecture, resolve_architecture, transformers_model
-from .config import PruningConfig
-from .errors import MaskShapeError, MissingMeansError, PruningError
-from .relaxations.hard_concrete import LagrangeMultipliers, MaskLogits, check_sparsity, topk_binarize
-from .ablation.apply import mask_block, mask_heads, resample_reference
+from .ablation.means import collect_means
+from .ablation.modes import ABLATIONS
+from .architectures.resolve import transformers_model
 from .batching import batch_size_of, iterate_batches, model_input_names, progress
-from .ablation.means import (MeanStatistics, token_mask_for,
-                    update_fingerprint, weighted_sum)
-
-UNIT_KINDS = ("heads", "mlps")
+from .config import PruningConfig
+from .errors import MissingMeansError, PruningError
+from .granularity import get_granularity
+from .granularity.base import Granularity, MaskKind
+from .mask_state import MaskState
+from .relaxations import get_relaxation
+from .relaxations.binarize import check_sparsity
 
 
 class PrunableModel(nn.Module):
-    """Wraps a loaded model; forwards every kwarg to it and masks heads / MLP blocks on the way.
+    """Wraps a loaded model; forwards every kwarg to it and masks its units on the way.
 
-    In training mode masks are sampled from the hard-concrete distribution; in eval mode they are deterministic:
-    the fixed masks if `set_masks` was called, otherwise the learned ones (binarized, see `PruningConfig.eval_mask`).
+    In training mode masks are sampled from the relaxation; in eval mode they are deterministic: the fixed masks if
+    `set_masks` was called, otherwise the learned ones (binarized, see `PruningConfig.eval_mask`).
     """
 
     def __init__(self, model: nn.Module, config: PruningConfig | None = None) -> None:
         super().__init__()
         config = PruningConfig.from_dict(config.to_dict()) if config is not None else PruningConfig()
         self.model = model
-        self.architecture: ResolvedArchitecture = resolve_architecture(model, config)
-        arch = self.architecture
+        self.granularity: Granularity = _build_granularity(model, config)
+        self.relaxation = get_relaxation(config.relaxation).from_config(config)
+        self.kinds: dict[str, MaskKind] = self.granularity.kinds()
         hf_model = transformers_model(model)
         hf_config = getattr(hf_model, "config", None)
-        config.model_type = arch.model_type
-        config.num_layers, config.num_heads, config.head_dim = arch.num_layers, arch.num_heads, arch.head_dim
-        config.hidden_size = arch.hidden_size
-        config.base_model_name_or_path = config.base_model_name_or_path or getattr(hf_config, "_name_or_path", None) or None
+        for key, value in self.granularity.describe().items():
+            setattr(config, key, value)
+        config.mask_shapes = {name: list(kind.shape) for name, kind in self.kinds.items()}
+        config.base_model_name_or_path = config.base_model_name_or_path or getattr(hf_config, "_name_or_path", None) \
+            or None
         config.base_model_revision = config.base_model_revision or getattr(hf_config, "_commit_hash", None)
         config.base_model_class = type(hf_model).__name__
         self.pruning_config = config
-        self.mask_logits = MaskLogits(arch.num_layers, arch.num_heads, config)
-        self.lagrangian = LagrangeMultipliers()
-        self.register_buffer("head_means", None, persistent=False)
-        self.register_buffer("mlp_means", None, persistent=False)
-        self.register_buffer("fixed_heads", None, persistent=False)
-        self.register_buffer("fixed_mlps", None, persistent=False)
-        self.register_buffer("forced_heads", torch.zeros(arch.num_layers, arch.num_heads), persistent=False)
-        self.register_buffer("forced_mlps", torch.zeros(arch.num_layers), persistent=False)
+        enabled = [name for name, kind in self.kinds.items() if self.granularity.enabled(kind)]
+        owner = config.model_type or type(hf_model).__name__
+        self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner)
         self.means_info: dict[str, Any] = {}
         self.generator: torch.Generator | None = None
         self._masks_enabled = True
-        self._current: dict[str, Any] = {"heads": None, "mlps": None, "batch_size": None}
+        self._current: dict[str, Any] = {"masks": {}, "batch_size": None}
         self._eval_cache: tuple[Any, dict[str, torch.Tensor]] | None = None
         self._saved_requires_grad: dict[str, bool] | None = None
         self._unwrapped = False
@@ -70,15 +71,19 @@ class PrunableModel(nn.Module):
             for parameter in model.parameters():
                 parameter.requires_grad_(False)
         self._handles = [hf_model.register_forward_pre_hook(self._draw_masks_hook, with_kwargs=True)]
-        for layer, module in enumerate(arch.attention_outputs):
-            self._handles.append(module.register_forward_pre_hook(self._make_head_hook(layer)))
-        for layer, module in enumerate(arch.mlp_outputs):
-            self._handles.append(module.register_forward_hook(self._make_mlp_hook(layer)))
+        self._handles += self.granularity.attach(self)
         if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
             # Already enabled on the wrapped model: re-enable so recomputation replays each pass's masks.
             self.gradient_checkpointing_enable()
 
     # ------------------------------------------------------------------ basic properties
+    @property
+    def architecture(self):
+        if self.granularity.architecture is None:
+            raise PruningError(f"The {self.pruning_config.granularity!r} granularity hooks no per-layer architecture; "
+                               "use mask_shapes() for the shapes of its masks.")
+        return self.granularity.architecture
+
     @property
     def num_layers(self) -> int:
         return self.architecture.num_layers
@@ -97,12 +102,21 @@ class PrunableModel(nn.Module):
         return getattr(transformers_model(self.model), "config", None)
 
     @property
+    def mask_logits(self):
+        """The learned logits by kind (`mask_logits["heads"]`); fp32 `Parameter`s, only for pruned kinds."""
+        return self.mask_state.logits
+
+    @property
     def has_means(self) -> bool:
-        return self.head_means is not None and self.mlp_means is not None
+        needed = self.mask_state.needs_means()
+        return bool(needed) and all(self.mask_state.means.get(name) is not None for name in needed)
 
     def enabled_kinds(self) -> list[str]:
-        return [k for k, on in (("heads", self.pruning_config.prune_heads),
-                                ("mlps", self.pruning_config.prune_mlps)) if on]
+        return self.mask_state.enabled_kinds()
+
+    def mask_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The shape of every mask kind of this model, e.g. `{"heads": (L, H), "mlps": (L,)}`."""
+        return {name: kind.shape for name, kind in self.kinds.items()}
 
     def train(self, mode: bool = True) -> "PrunableModel":
         """Training mode samples masks. With `train_dropout = False` (what PruningTrainer sets unless keep_dropout)
@@ -133,7 +147,7 @@ class PrunableModel(nn.Module):
                 raise
             return getattr(model, name)
 
-    # ------------------------------------------------------------------ mask state
+    # ------------------------------------------------------------------ drawing masks (the MaskSource protocol)
     def _check_usable(self) -> None:
         if self._unwrapped:
             raise PruningError("This PrunableModel was unwrapped; its hooks are gone. Wrap the model again.")
@@ -142,91 +156,61 @@ class PrunableModel(nn.Module):
         """Top-level pre-hook: fix this forward pass's masks (and note its batch size) before any layer runs."""
         if not self._masks_enabled:
             return None
-        if self.pruning_config.ablation == "mean" and not self.has_means:
+        ablation = ABLATIONS[self.pruning_config.ablation]
+        if ablation.needs_means and not self.has_means:
             raise MissingMeansError(
                 "Mean ablation needs mean activations, and none were computed. Call "
                 "prunable_model.compute_means(train_data) first (or load an artifact that has them), or choose "
                 "PruningConfig(ablation='zero' | 'resample'), or run the full model under .masks_disabled().")
-        self._current = {**self.current_masks(), "batch_size": batch_size_of(args, kwargs)}
+        self._current = {"masks": self.current_masks(), "batch_size": batch_size_of(args, kwargs),
+                         "ablation": ablation}
         return None
+
+    def active_mask(self, kind: str) -> torch.Tensor | None:
+        """This forward pass's mask of `kind` (None: masks disabled, or the kind is not pruned)."""
+        return self._current["masks"].get(kind) if self._masks_enabled else None
+
+    def ablation_reference(self, kind: str, layer: int, x: torch.Tensor) -> torch.Tensor | None:
+        ablation = self._current.get("ablation") or ABLATIONS[self.pruning_config.ablation]
+        return ablation.reference(kind, layer, x, self.mask_state.means, self._current.get("batch_size"))
 
     def current_masks(self) -> dict[str, torch.Tensor | None]:
         """The masks a forward pass uses now: fixed, sampled (training) or deterministic (eval)."""
-        masks: dict[str, torch.Tensor | None] = {}
-        logits = self.mask_logits.logits()
-        distribution = self.mask_logits.distribution
-        eval_masks = None
-        for kind in UNIT_KINDS:
-            fixed = self.fixed_heads if kind == "heads" else self.fixed_mlps
-            if fixed is not None:
-                masks[kind] = fixed
-            elif logits[kind] is None:
-                masks[kind] = None
-            elif self.training:
-                masks[kind] = self._with_forced(kind, distribution.sample(logits[kind], generator=self.generator))
-            else:
-                if eval_masks is None:
-                    eval_masks = self._eval_masks()
-                masks[kind] = eval_masks[kind]
-        return masks
-
-    def _with_forced(self, kind: str, z: torch.Tensor) -> torch.Tensor:
-        """Forced units are exactly 1 or 0 whatever their logits say (no host sync)."""
-        forced = (self.forced_heads if kind == "heads" else self.forced_mlps).to(z.device)
-        return torch.where(forced != 0, (forced > 0).to(z.dtype), z)
+        return self.mask_state.draw(self.training, self.generator, self._eval_masks)
 
     @property
     def mask_logits_device(self) -> torch.device:
-        return self.lagrangian.lambda_1.device
-
-    def sampled_sparsity(self) -> torch.Tensor | None:
-        """1 - sum(z) / N for the masks of the last forward pass (differentiable when they were sampled)."""
-        kept = [self._current[k].sum() for k in self.enabled_kinds() if self._current.get(k) is not None]
-        if len(kept) != len(self.enabled_kinds()):
-            return None
-        return 1 - torch.stack(kept).sum() / self.num_units()
+        return next(self.mask_logits.parameters()).device
 
     def _eval_masks(self) -> dict[str, torch.Tensor]:
         """Deterministic masks, cached until a logit changes (avoids a sort and a sync per eval forward)."""
-        settings = (self.pruning_config.eval_mask, self.pruning_config.binarization,
-                    self.pruning_config.binarization_scope, self.pruning_config.threshold)
-        state = [t.detach() for t in (*self.mask_logits.logits().values(), self.forced_heads, self.forced_mlps)
-                 if t is not None]
+        config = self.pruning_config
+        settings = (config.eval_mask, config.binarization, config.binarization_scope, config.threshold)
+        state = [t.detach() for _, t in self.mask_logits.items()] + [t for _, t in self.mask_state.forced.items()]
         cached = self._eval_cache
         # Compare values, not versions: edits through `.data` do not bump a tensor's version counter.
         if (cached is None or cached[0][0] != settings or len(cached[0][1]) != len(state)
                 or not all(torch.equal(a, b) for a, b in zip(cached[0][1], state))):
-            masks = self.get_masks(binary=self.pruning_config.eval_mask == "binary", ignore_fixed=True)
+            masks = self.get_masks(binary=config.eval_mask == "binary", ignore_fixed=True)
             self._eval_cache = ((settings, [t.clone() for t in state]), masks)
         return self._eval_cache[1]
 
-    def _reference(self, kind: str, layer: int, x: torch.Tensor) -> torch.Tensor | None:
-        mode = self.pruning_config.ablation
-        if mode == "zero":
+    def sampled_sparsity(self) -> torch.Tensor | None:
+        """1 - sum(z) / N for the masks of the last forward pass (differentiable when they were sampled)."""
+        current = self._current["masks"]
+        kept = [current[k].sum() for k in self.enabled_kinds() if current.get(k) is not None]
+        if len(kept) != len(self.enabled_kinds()):
             return None
-        if mode == "resample":
-            return resample_reference(x, self._current.get("batch_size"))
-        means = self.head_means if kind == "heads" else self.mlp_means
-        return means[layer]
+        return 1 - torch.stack(kept).sum() / self.num_units()
 
-    def _make_head_hook(self, layer: int):
-        def hook(module: nn.Module, args: tuple) -> tuple | None:
-            z = self._current["heads"]
-            if not self._masks_enabled or z is None or not args:
-                return None
-            x = args[0]
-            masked = mask_heads(x, z[layer], self._reference("heads", layer, x), self.num_heads)
-            return (masked,) + tuple(args[1:])
-        return hook
+    def expected_sparsity(self) -> torch.Tensor:
+        """1 - E[L0] / N over enabled kinds; differentiable (CoFi's penalty)."""
+        return self.mask_state.expected_sparsity()
 
-    def _make_mlp_hook(self, layer: int):
-        def hook(module: nn.Module, args: tuple, output: Any) -> Any:
-            z = self._current["mlps"]
-            if not self._masks_enabled or z is None or not isinstance(output, torch.Tensor):
-                return None
-            return mask_block(output, z[layer], self._reference("mlps", layer, output))
-        return hook
+    def num_units(self) -> int:
+        return self.mask_state.num_units()
 
+    # ------------------------------------------------------------------ switches
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
         """Enable the wrapped model's gradient checkpointing so that recomputation in backward reuses the masks of
         the forward pass being recomputed, even when several forwards run before one backward."""
@@ -265,6 +249,7 @@ class PrunableModel(nn.Module):
     def set_ablation(self, mode: str) -> None:
         """Switch between mean, zero and resample ablation (e.g. at evaluation time)."""
         config = PruningConfig.from_dict({**self.pruning_config.to_dict(), "ablation": mode})
+        _check_ablation(self.granularity, config.ablation)
         self.pruning_config.ablation = config.ablation
 
     @contextlib.contextmanager
@@ -276,33 +261,20 @@ class PrunableModel(nn.Module):
         finally:
             self.pruning_config.ablation = previous
 
-    # ------------------------------------------------------------------ fixed and learned masks
-    def _validated_mask(self, kind: str, mask: Any) -> torch.Tensor:
-        expected = self.mask_logits.expected_shape(kind)
-        tensor = torch.as_tensor(mask, dtype=torch.float32).detach().clone()
-        if tuple(tensor.shape) != expected:
-            shape_text = "[num_layers, num_heads]" if kind == "heads" else "[num_layers]"
-            raise MaskShapeError(f"{kind} mask has shape {tuple(tensor.shape)}, but this {self.architecture.model_type} "
-                                 f"model needs {shape_text} = {list(expected)}.")
-        if not torch.isfinite(tensor).all():
-            raise MaskShapeError(f"{kind} mask contains NaN or inf values; masks must be 0/1 (or in [0, 1]).")
-        if tensor.min() < 0 or tensor.max() > 1:
-            raise MaskShapeError(f"{kind} mask values must lie in [0, 1] (1 keeps a unit, 0 ablates it); got values "
-                                 f"from {tensor.min().item()} to {tensor.max().item()}.")
-        return tensor.to(self.forced_heads.device)
-
-    def mask_shapes(self) -> dict[str, tuple[int, ...]]:
-        """The shape of every mask kind of this model, e.g. `{"heads": (L, H), "mlps": (L,)}`."""
-        return {kind: self.mask_logits.expected_shape(kind) for kind in UNIT_KINDS}
-
+    # ------------------------------------------------------------------ fixed and forced masks
     def validate_masks(self, masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """Check masks given by kind (shape, finite, within [0, 1]) and return them as fp32 tensors; kinds given as
         None are left out. The check `set_masks` applies, for callers that only want to know."""
-        shapes = self.mask_shapes()
-        unknown = sorted(set(masks) - set(shapes))
-        if unknown:
-            raise MaskShapeError(f"Unknown mask kind(s) {unknown}; this model's kinds are {sorted(shapes)}.")
-        return {kind: self._validated_mask(kind, value) for kind, value in masks.items() if value is not None}
+        return self.mask_state.validate(masks)
+
+    def set_masks(self, masks: Mapping[str, Any] | None = None, **kinds: Any) -> None:
+        """Fix masks by kind (`set_masks(heads=[L, H], mlps=[L])` or `set_masks({"heads": ...})`; 1 keeps a unit).
+        A kind left out (or None) keeps whatever it had (learned masks, or an earlier fixed mask)."""
+        self.mask_state.set_fixed(self.validate_masks({**(masks or {}), **kinds}))
+
+    def clear_masks(self) -> None:
+        """Drop fixed masks; the learned ones apply again."""
+        self.mask_state.clear_fixed()
 
     @contextlib.contextmanager
     def masks_applied(self, masks: Any) -> Iterator["PrunableModel"]:
@@ -313,169 +285,53 @@ class PrunableModel(nn.Module):
             return
         if isinstance(masks, (str, os.PathLike)):
             from .artifacts import read_artifact
-            artifact = read_artifact(masks)
-            masks = {"heads": artifact.heads, "mlps": artifact.mlps}
+            masks = read_artifact(masks).masks
         validated = self.validate_masks(masks)
-        previous = (self.fixed_heads, self.fixed_mlps)
-        self.set_masks(**validated)
+        previous = self.mask_state.fixed.as_dict()
+        self.mask_state.set_fixed(validated)
         try:
             yield self
         finally:
-            self.fixed_heads, self.fixed_mlps = previous
+            self.mask_state.set_fixed(previous)
             self._eval_cache = None
 
-    def set_masks(self, heads: Any = None, mlps: Any = None) -> None:
-        """Fix masks (`heads`: `[num_layers, num_heads]`, `mlps`: `[num_layers]`, 1 keeps a unit).
-
-        A kind left as None keeps whatever it had (learned masks, or an earlier fixed mask)."""
-        validated = {k: self._validated_mask(k, v) for k, v in (("heads", heads), ("mlps", mlps)) if v is not None}
-        if "heads" in validated:
-            self.fixed_heads = validated["heads"]
-        if "mlps" in validated:
-            self.fixed_mlps = validated["mlps"]
-
-    def clear_masks(self) -> None:
-        """Drop fixed masks; the learned ones apply again."""
-        self.fixed_heads = None
-        self.fixed_mlps = None
-
     def reset_masks(self, seed: int) -> None:
-        """Start a new pruning run on the same wrapped model: fresh logits from the config's init distribution (seeded,
-        so a run is reproducible from its seed alone), Lagrange multipliers at 0, no fixed masks; forced units stay
-        pinned. Repeated runs (seeds, sparsity levels) then start alike without reloading the model."""
-        config = self.pruning_config
-        generator = torch.Generator().manual_seed(int(seed))
-        with torch.no_grad():
-            for logit in self.mask_logits.logits().values():
-                if logit is not None:
-                    fresh = torch.empty(logit.shape).normal_(config.init_mean, config.init_std, generator=generator)
-                    logit.copy_(fresh.to(logit.device))
-            for parameter in self.lagrangian.parameters():
-                parameter.zero_()
-        self.apply_forced()
-        self.clear_masks()
+        """Start a new pruning run on the same wrapped model: fresh logits from the relaxation's initialization
+        (seeded, so a run is reproducible from its seed alone) and no fixed masks; forced units stay pinned.
+        Repeated runs (seeds, sparsity levels) then start alike without reloading the model."""
+        self.mask_state.reset(seed)
         self._eval_cache = None
 
-    def force_units(self, heads: Any = None, mlps: Any = None, keep: bool = True) -> None:
+    def force_units(self, heads: Any = None, mlps: Any = None, keep: bool = True, **kinds: Any) -> None:
         """Pin units in (`keep=True`) or out, as the paper's `log_alpha = +/-10`; they stay pinned while training.
 
-        `heads` is a list of (layer, head) pairs or a 0/1 `[num_layers, num_heads]` selection; `mlps` a list of layers
-        or a 0/1 `[num_layers]` selection.
+        Per kind, a list of index tuples (`heads=[(2, 5)]`, `mlps=[3]`) or a 0/1 selection of the kind's shape.
         """
-        value = 1.0 if keep else -1.0
-        for kind, selection in (("heads", heads), ("mlps", mlps)):
-            if selection is None:
-                continue
-            forced = self.forced_heads if kind == "heads" else self.forced_mlps
-            chosen = self._selection_mask(kind, selection).to(forced.device)
-            forced[chosen.bool()] = value
-            logit = self.mask_logits.logits()[kind]
-            if logit is not None:
-                with torch.no_grad():
-                    logit[chosen.bool().to(logit.device)] = 10.0 * value
+        for kind, selection in {"heads": heads, "mlps": mlps, **kinds}.items():
+            if selection is not None:
+                self.mask_state.force(kind, selection, keep)
         self._eval_cache = None
-
-    def _selection_mask(self, kind: str, selection: Any) -> torch.Tensor:
-        shape = self.mask_logits.expected_shape(kind)
-        if isinstance(selection, torch.Tensor) and tuple(selection.shape) == shape:
-            return self._validated_mask(kind, selection)
-        chosen = torch.zeros(shape)
-        for item in selection:
-            index = tuple(item) if isinstance(item, (tuple, list)) else (int(item),)
-            if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
-                raise MaskShapeError(f"{kind} unit {item!r} is out of range for shape {list(shape)}.")
-            chosen[index] = 1.0
-        return chosen
 
     def apply_forced(self) -> None:
         """Re-pin forced units after an optimizer step moved their logits."""
-        for kind in self.enabled_kinds():
-            forced = self.forced_heads if kind == "heads" else self.forced_mlps
-            if bool((forced != 0).any()):
-                logit = self.mask_logits.logits()[kind]
-                with torch.no_grad():
-                    logit.copy_(torch.where(forced != 0, 10.0 * forced.to(logit.device), logit))
+        self.mask_state.apply_forced()
 
-    def _unit_scores(self) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-        """log_alpha of every enabled unit (forced units pushed to the ends), with each unit's layer."""
-        scores, groups, kinds = [], [], []
-        for kind in self.enabled_kinds():
-            logit = self.mask_logits.logits()[kind].detach().float().cpu()
-            forced = (self.forced_heads if kind == "heads" else self.forced_mlps).cpu()
-            logit = torch.where(forced != 0, forced * 1e9, logit)
-            layer_index = torch.arange(self.num_layers).view(-1, *([1] * (logit.dim() - 1))).expand_as(logit)
-            scores.append(logit.flatten())
-            groups.append(layer_index.flatten())
-            kinds.extend([kind] * logit.numel())
-        return torch.cat(scores), torch.cat(groups), kinds
-
-    def _split_units(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        masks, offset = {}, 0
-        for kind in UNIT_KINDS:
-            shape = self.mask_logits.expected_shape(kind)
-            if kind in self.enabled_kinds():
-                count = int(torch.tensor(shape).prod())
-                masks[kind] = flat[offset:offset + count].view(shape)
-                offset += count
-            else:
-                masks[kind] = torch.ones(shape)
-        return masks
-
-    def expected_sparsity(self) -> torch.Tensor:
-        """1 - E[L0] / N over enabled units; differentiable (CoFi's penalty)."""
-        distribution = self.mask_logits.distribution
-        kept = [self._with_forced(k, distribution.prob_nonzero(self.mask_logits.logits()[k])).sum()
-                for k in self.enabled_kinds()]
-        return 1 - torch.stack(kept).sum() / self.num_units()
-
-    def num_units(self) -> int:
-        return sum(int(torch.tensor(self.mask_logits.expected_shape(k)).prod()) for k in self.enabled_kinds())
-
+    # ------------------------------------------------------------------ binarization
     def get_masks(self, binary: bool = True, sparsity: float | None = None,
                   ignore_fixed: bool = False) -> dict[str, torch.Tensor]:
-        """`{"heads": [num_layers, num_heads], "mlps": [num_layers]}` on the CPU, detached.
+        """One mask per kind (`{"heads": [num_layers, num_heads], "mlps": [num_layers]}`), on the CPU, detached.
 
         Fixed masks win unless `sparsity` is given. Otherwise, from the learned logits: `binary=False` gives the
-        noise-free hard-concrete value; `binary=True` applies `PruningConfig.binarization`: exact top-k on log_alpha
+        relaxation's noise-free value; `binary=True` applies `PruningConfig.binarization`: exact top-k on the logits
         at `sparsity` (default: the expected sparsity, rounded to whole units), globally or per layer, or the
-        paper's deterministic-then-threshold rule.
+        relaxation's own threshold rule (the paper's deterministic-then-threshold rule for hard concrete).
+        Kinds that are not pruned are all ones.
         """
         if sparsity is not None:
             check_sparsity(sparsity)
-        fixed = {"heads": self.fixed_heads, "mlps": self.fixed_mlps}
-        if not ignore_fixed and sparsity is None and any(v is not None for v in fixed.values()):
-            learned = self.get_masks(binary, ignore_fixed=True) if any(v is None for v in fixed.values()) else {}
-            return {k: (fixed[k].detach().cpu().clone() if fixed[k] is not None else learned[k]) for k in UNIT_KINDS}
-        distribution = self.mask_logits.distribution
-        if not binary:
-            soft = {}
-            for kind in UNIT_KINDS:
-                logit = self.mask_logits.logits()[kind]
-                shape = self.mask_logits.expected_shape(kind)
-                soft[kind] = (distribution.deterministic(logit.detach().float()).cpu() if logit is not None
-                              else torch.ones(shape))
-                forced = (self.forced_heads if kind == "heads" else self.forced_mlps).cpu()
-                soft[kind] = torch.where(forced != 0, (forced > 0).float(), soft[kind])
-            return soft
-        if self.pruning_config.binarization == "threshold" and sparsity is None:
-            masks = {}
-            for kind in UNIT_KINDS:
-                logit = self.mask_logits.logits()[kind]
-                shape = self.mask_logits.expected_shape(kind)
-                if logit is None:
-                    masks[kind] = torch.ones(shape)
-                    continue
-                soft = distribution.cofi_soft_mask(logit.detach().float().cpu())
-                mask = (soft > self.pruning_config.threshold).float()
-                forced = (self.forced_heads if kind == "heads" else self.forced_mlps).cpu()
-                masks[kind] = torch.where(forced != 0, (forced > 0).float(), mask)
-            return masks
-        if sparsity is None:
-            sparsity = min(max(float(self.expected_sparsity().detach()), 0.0), 1.0 - 1e-9)
-        scores, groups, _ = self._unit_scores()
-        per_layer = self.pruning_config.binarization_scope == "per_layer"
-        flat = topk_binarize(scores, sparsity, groups if per_layer else None)
-        return self._split_units(flat)
+        config = self.pruning_config
+        return self.mask_state.masks(binary, sparsity, ignore_fixed, config.binarization, config.binarization_scope,
+                                     config.threshold)
 
     def sparsity(self, weighted: bool = False, masks: dict[str, torch.Tensor] | None = None) -> float:
         """Realized sparsity of the eval-time mask: the fraction of enabled units pruned (every unit counted once),
@@ -484,106 +340,57 @@ class PrunableModel(nn.Module):
         return report["sparsity_params"] if weighted else report["sparsity"]
 
     def sparsity_report(self, masks: dict[str, torch.Tensor] | None = None) -> dict[str, Any]:
-        masks = masks if masks is not None else self.get_masks(binary=True)
-        arch = self.architecture
-        total_units = pruned_units = 0
-        total_params = pruned_params = 0
-        counts: dict[str, Any] = {}
-        for kind in self.enabled_kinds():
-            mask = masks[kind].float()
-            per_unit = arch.head_param_count if kind == "heads" else arch.mlp_param_count
-            pruned = float((1 - mask).sum())
-            total_units += mask.numel()
-            pruned_units += pruned
-            total_params += per_unit * mask.numel()
-            pruned_params += per_unit * pruned
-            counts[f"{kind}_kept"] = int(round(float(mask.sum())))
-            counts[f"{kind}_total"] = mask.numel()
-        return {"sparsity": pruned_units / total_units, "sparsity_params": pruned_params / total_params,
-                "units_kept": int(round(total_units - pruned_units)), "units_total": total_units, **counts}
+        """Units kept and pruned per kind and in all (each unit counted once), and the share of their parameters."""
+        return self.mask_state.sparsity_report(masks if masks is not None else self.get_masks(binary=True))
 
     # ------------------------------------------------------------------ means
     @torch.no_grad()
     def compute_means(self, data: Any, batch_size: int = 32, max_batches: int | None = None,
                       show_progress: bool = True, collate_fn=None, device: torch.device | str | None = None
                       ) -> dict[str, Any]:
-        """Mean activation of every head (`[num_layers, num_heads, head_dim]`) and MLP block output
-        (`[num_layers, hidden]`) over the real tokens of `data`, with the full model, accumulated in fp32.
+        """Mean activation of every unit (heads `[num_layers, num_heads, head_dim]`, MLP blocks
+        `[num_layers, hidden]`) over the real tokens of `data`, with the full model, accumulated in fp32.
 
         `data`: a `datasets.Dataset` with `input_ids` (padded here), a `DataLoader`, a dict batch, or any iterable of
         dicts of tensors. Keys the model's forward does not take (labels, text) are dropped.
         """
         self._check_usable()
-        arch = self.architecture
-        hf_model = transformers_model(self.model)
+        sites = self.granularity.mean_sites()
+        if not sites:
+            raise PruningError(f"The {self.pruning_config.granularity!r} granularity has no mean ablation; use "
+                               "PruningConfig(ablation='zero').")
         device = torch.device(device) if device is not None else next(self.model.parameters()).device
         pad_token_id = getattr(self.config, "pad_token_id", None) or 0
         batches, total = iterate_batches(data, batch_size, pad_token_id, collate_fn)
-        accepted = model_input_names(hf_model)
-        stats = MeanStatistics(torch.zeros(arch.num_layers, arch.num_heads * arch.head_dim, device=device),
-                               torch.zeros(arch.num_layers, arch.hidden_size, device=device))
-        current_mask: dict[str, torch.Tensor | None] = {"mask": None}
-
-        def head_collector(layer: int):
-            def hook(module, args):
-                x = args[0]
-                stats.head_sums[layer] += weighted_sum(x, token_mask_for(x, current_mask["mask"])).to(device)
-            return hook
-
-        def mlp_collector(layer: int):
-            def hook(module, args, output):
-                stats.mlp_sums[layer] += weighted_sum(output, token_mask_for(output, current_mask["mask"])).to(device)
-            return hook
-
-        handles = [m.register_forward_pre_hook(head_collector(i)) for i, m in enumerate(arch.attention_outputs)]
-        handles += [m.register_forward_hook(mlp_collector(i)) for i, m in enumerate(arch.mlp_outputs)]
+        if max_batches is not None:
+            batches, total = itertools.islice(batches, max_batches), min(total or max_batches, max_batches)
         was_training = self.training
         self.eval()
         try:
             with self.masks_disabled():
-                for index, batch in enumerate(progress(batches, total, show_progress, "computing means")):
-                    if max_batches is not None and index >= max_batches:
-                        break
-                    inputs = {k: v.to(device) for k, v in batch.items()
-                              if isinstance(v, torch.Tensor) and (not accepted or k in accepted)}
-                    if "input_ids" not in inputs and "inputs_embeds" not in inputs:
-                        raise ValueError(f"compute_means: a batch has no 'input_ids' (keys: {sorted(batch)}); "
-                                         "pass tokenized batches.")
-                    attention_mask = inputs.get("attention_mask")
-                    current_mask["mask"] = attention_mask
-                    reference = inputs.get("input_ids", inputs.get("inputs_embeds"))
-                    stats.token_count += int(attention_mask.sum()) if attention_mask is not None \
-                        else int(reference.shape[0] * reference.shape[1])
-                    update_fingerprint(stats.hasher, inputs)
-                    self.model(**inputs)
+                means, info = collect_means(self.model, progress(batches, total, show_progress, "computing means"),
+                                            sites, device, model_input_names(transformers_model(self.model)))
         finally:
-            for handle in handles:
-                handle.remove()
             self.train(was_training)
-        head_means, mlp_means = stats.means()
-        self.set_means(head_means.view(arch.num_layers, arch.num_heads, arch.head_dim), mlp_means, {
-            "token_count": stats.token_count, "data_fingerprint": stats.hasher.hexdigest(),
-            "base_model": self.pruning_config.base_model_name_or_path,
-            "base_model_revision": self.pruning_config.base_model_revision,
-        })
+        shaped = {kind: torch.stack(values).view(self.kinds[kind].means_shape) for kind, values in means.items()}
+        self.set_means(shaped, info={**info, "base_model": self.pruning_config.base_model_name_or_path,
+                                     "base_model_revision": self.pruning_config.base_model_revision})
         return dict(self.means_info)
 
-    def set_means(self, head_means: torch.Tensor, mlp_means: torch.Tensor, info: dict[str, Any] | None = None) -> None:
-        """Install mean activations (`[num_layers, num_heads, head_dim]` and `[num_layers, hidden]`, kept in fp32)."""
-        arch = self.architecture
-        expected = {"head": (arch.num_layers, arch.num_heads, arch.head_dim), "mlp": (arch.num_layers, arch.hidden_size)}
-        for name, tensor in (("head", head_means), ("mlp", mlp_means)):
-            if tuple(tensor.shape) != expected[name]:
-                raise MaskShapeError(f"{name} means have shape {tuple(tensor.shape)}; this model needs "
-                                     f"{list(expected[name])}.")
-            if not torch.isfinite(tensor).all():
-                raise ValueError(f"{name} means contain NaN or inf; recompute them with compute_means().")
-        device = self.forced_heads.device
-        self.head_means = head_means.detach().float().to(device)
-        self.mlp_means = mlp_means.detach().float().to(device)
+    def set_means(self, means: Mapping[str, torch.Tensor] | torch.Tensor, mlp_means: torch.Tensor | None = None,
+                  info: dict[str, Any] | None = None) -> None:
+        """Install mean activations by kind (kept in fp32), e.g. `{"heads": [L, H, head_dim], "mlps": [L, hidden]}`;
+        `set_means(head_means, mlp_means)` also works."""
+        if isinstance(means, torch.Tensor):
+            means = {"heads": means, "mlps": mlp_means}
+        self.mask_state.set_means(means)
         self.means_info = dict(info or {})
 
-    # ------------------------------------------------------------------ lifecycle
+    def get_means(self) -> dict[str, torch.Tensor]:
+        """The installed mean activations by kind."""
+        return {kind: tensor for kind, tensor in self.mask_state.means.items() if tensor is not None}
+
+    # ------------------------------------------------------------------ lifecycle and state
     def unwrap(self) -> nn.Module:
         """Remove every hook, restore `requires_grad`, and return the original model (bit-identical behavior)."""
         for handle in self._handles:
@@ -597,67 +404,14 @@ class PrunableModel(nn.Module):
 
     def mask_state_dict(self) -> dict[str, torch.Tensor]:
         """Only what pruning learns or needs: logits, forced units, fixed masks and means (never model weights)."""
-        state: dict[str, torch.Tensor] = {}
-        for kind, logit in self.mask_logits.logits().items():
-            if logit is not None:
-                state[f"log_alpha.{kind}"] = logit.detach().float().cpu().contiguous()
-        state["forced.heads"] = self.forced_heads.cpu().contiguous()
-        state["forced.mlps"] = self.forced_mlps.cpu().contiguous()
-        for kind, fixed in (("heads", self.fixed_heads), ("mlps", self.fixed_mlps)):
-            if fixed is not None:
-                state[f"fixed.{kind}"] = fixed.cpu().contiguous()
-        if self.has_means:
-            state["means.heads"] = self.head_means.cpu().contiguous()
-            state["means.mlps"] = self.mlp_means.cpu().contiguous()
-        return state
+        return self.mask_state.to_tensors()
 
-    def load_mask_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Inverse of `mask_state_dict`, with shape and NaN checks; everything is checked before anything changes."""
-        self._check_mask_state(state)
-        for kind in UNIT_KINDS:
-            logit = self.mask_logits.logits()[kind]
-            key = f"log_alpha.{kind}"
-            if logit is not None and key in state:
-                value = state[key]
-                if tuple(value.shape) != tuple(logit.shape):
-                    raise MaskShapeError(f"{key} has shape {tuple(value.shape)}; this model needs {list(logit.shape)}.")
-                if not torch.isfinite(value).all():
-                    raise MaskShapeError(f"{key} contains NaN or inf mask logits; the artifact is unusable "
-                                         "(the pruning run diverged). Re-run pruning or load another artifact.")
-                with torch.no_grad():
-                    logit.copy_(value.to(logit.device))
-        for kind in UNIT_KINDS:
-            if f"forced.{kind}" in state:
-                forced = self.forced_heads if kind == "heads" else self.forced_mlps
-                forced.copy_(self._validated_forced(kind, state[f"forced.{kind}"]))
-        self.clear_masks()
-        self.set_masks(heads=state.get("fixed.heads"), mlps=state.get("fixed.mlps"))
-        if "means.heads" in state and "means.mlps" in state:
-            self.set_means(state["means.heads"], state["means.mlps"], self.means_info)
+    def load_mask_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Inverse of `mask_state_dict` (format-1 keys too); everything is checked before anything changes."""
+        from .artifacts import upgrade_mask_state
+        self.mask_state.load_tensors(upgrade_mask_state(state))
         self._eval_cache = None
 
-    def _check_mask_state(self, state: dict[str, torch.Tensor]) -> None:
-        arch = self.architecture
-        expected = {f"log_alpha.{k}": tuple(v.shape) for k, v in self.mask_logits.logits().items() if v is not None}
-        expected.update({"forced.heads": (arch.num_layers, arch.num_heads), "forced.mlps": (arch.num_layers,),
-                         "fixed.heads": (arch.num_layers, arch.num_heads), "fixed.mlps": (arch.num_layers,),
-                         "means.heads": (arch.num_layers, arch.num_heads, arch.head_dim),
-                         "means.mlps": (arch.num_layers, arch.hidden_size)})
-        for key, shape in expected.items():
-            if key in state:
-                if tuple(state[key].shape) != shape:
-                    raise MaskShapeError(f"{key} has shape {tuple(state[key].shape)}; this model needs {list(shape)}.")
-                if not torch.isfinite(state[key]).all():
-                    raise MaskShapeError(f"{key} contains NaN or inf values; the artifact is unusable (a diverged "
-                                         "pruning run?). Re-run pruning or load another artifact.")
-
-    def _validated_forced(self, kind: str, value: torch.Tensor) -> torch.Tensor:
-        expected = self.mask_logits.expected_shape(kind)
-        if tuple(value.shape) != expected:
-            raise MaskShapeError(f"forced.{kind} has shape {tuple(value.shape)}; this model needs {list(expected)}.")
-        return value.float()
-
-    # ------------------------------------------------------------------ artifacts (see artifacts.py)
     def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any):
         from .artifacts import save_artifact
         return save_artifact(self, save_directory, **kwargs)
@@ -680,8 +434,8 @@ class PrunableModel(nn.Module):
         `name_or_path` may also be a mask artifact: the base model it names is loaded and the masks applied.
         `model_class` defaults to the class in the checkpoint's `config.architectures`, else `AutoModel`.
         """
-        from .artifacts import load_base_model, resolve_artifact_dir
-        artifact_dir = resolve_artifact_dir(name_or_path, must_exist=False, **_hub_kwargs(hf_kwargs))
+        from .artifacts import hub_kwargs, load_base_model, resolve_artifact_dir
+        artifact_dir = resolve_artifact_dir(name_or_path, must_exist=False, **hub_kwargs(hf_kwargs))
         if artifact_dir is not None and masks is None:
             saved = PruningConfig.from_pretrained(artifact_dir)
             if not saved.base_model_name_or_path:
@@ -691,14 +445,28 @@ class PrunableModel(nn.Module):
             if model_class is None and saved.base_model_class:
                 import transformers
                 model_class = getattr(transformers, saved.base_model_class, None)
-            pruning_config = pruning_config or PruningConfig.from_dict(
-                {**saved.to_dict(), "num_layers": None, "head_dim": None, "hidden_size": None})
+            pruning_config = pruning_config or saved.settings_only()
         model = load_base_model(name_or_path, model_class, **hf_kwargs)
         wrapped = cls(model, pruning_config)
         if masks is not None:
-            wrapped.load_masks(masks, **_hub_kwargs(hf_kwargs))
+            wrapped.load_masks(masks, **hub_kwargs(hf_kwargs))
         return wrapped
 
 
-def _hub_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: hf_kwargs[k] for k in ("revision", "token", "cache_dir") if k in hf_kwargs}
+def _build_granularity(model: nn.Module, config: PruningConfig) -> Granularity:
+    cls = get_granularity(config.granularity)
+    if cls.relaxations is not None and config.relaxation not in cls.relaxations:
+        raise PruningError(f"The {config.granularity!r} granularity does not support the {config.relaxation!r} "
+                           f"relaxation; choose one of {list(cls.relaxations)}.")
+    _check_ablation(cls, config.ablation)
+    granularity = cls(model, config)
+    if not any(granularity.enabled(kind) for kind in granularity.kinds().values()):
+        raise PruningError(f"Nothing to prune: every mask kind of the {config.granularity!r} granularity is "
+                           "disabled; enable at least one (e.g. PruningConfig(prune_heads=True)).")
+    return granularity
+
+
+def _check_ablation(granularity: Any, mode: str) -> None:
+    if mode not in granularity.ablations:
+        raise PruningError(f"The {granularity.name!r} granularity cannot apply {mode!r} ablation; it supports "
+                           f"{list(granularity.ablations)}.")

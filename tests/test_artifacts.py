@@ -150,7 +150,7 @@ def test_push_to_hub_commits_exactly_the_artifact(hub, tmp_path):
     for key in local:
         assert torch.equal(pushed[key], local[key])
     assert torch.equal(pushed["mask.heads"], pm.get_masks()["heads"])
-    assert torch.equal(pushed["means.heads"], pm.head_means)
+    assert torch.equal(pushed["means.heads"], pm.get_means()["heads"])
     config = json.loads(commit["files"]["pruning_config.json"])
     assert (config["model_type"], config["num_layers"], config["num_heads"]) == ("bert", LAYERS, HEADS)
     assert sum(len(v) for v in commit["files"].values()) < 32 * 1024  # kilobytes, never weights
@@ -178,7 +178,7 @@ def test_load_masks_from_repo_id_round_trip(hub, tmp_path):
     assert any(p.endswith("/masks.safetensors") for p in downloads)
     assert torch.equal(fresh.get_masks()["heads"], pm.get_masks()["heads"])
     assert torch.equal(fresh.mask_logits.heads, pm.mask_logits.heads)
-    assert torch.equal(fresh.head_means, pm.head_means)
+    assert torch.equal(fresh.get_means()["heads"], pm.get_means()["heads"])
     assert torch.equal(logits_of(fresh, batch), expected)
 
 
@@ -188,7 +188,7 @@ def test_repo_without_pruning_config_raises(hub, tmp_path):
     with pytest.raises(ArtifactError, match="has no pruning_config.json"):
         pm.load_masks("someone/plain-model", cache_dir=str(tmp_path / "cache"))
     assert any(r.url.path == "/someone/plain-model/resolve/main/pruning_config.json" for r in hub.requests)
-    assert pm.fixed_heads is None
+    assert pm.mask_state.fixed.get("heads") is None
 
 
 def test_missing_repo_raises_artifact_error(hub, tmp_path):

@@ -65,22 +65,20 @@ def test_log_alpha_initialized_from_normal_10_001_in_fp32():
     for logit, shape in ((pm.mask_logits.heads, (LAYERS, HEADS)), (pm.mask_logits.mlps, (LAYERS,))):
         assert logit.dtype == torch.float32 and tuple(logit.shape) == shape and logit.requires_grad
         assert torch.all((logit - 10).abs() < 0.06)  # 6 sigma
-    big = hf_heuristic_core.relaxations.hard_concrete.MaskLogits(200, 100, PruningConfig())
-    assert abs(float(big.heads.mean()) - 10.0) < 1e-3
-    assert abs(float(big.heads.std()) - 0.01) < 5e-4
+    big = HardConcrete.from_config(PruningConfig()).init_logits((200, 100))
+    assert big.dtype == torch.float32
+    assert abs(float(big.mean()) - 10.0) < 1e-3
+    assert abs(float(big.std()) - 0.01) < 5e-4
     # The wrapped model's own parameters are frozen; the mask logits train.
     assert not any(p.requires_grad for p in pm.model.parameters())
     trainable = {n for n, p in pm.named_parameters() if p.requires_grad}
-    assert {"mask_logits.heads", "mask_logits.mlps"} <= trainable
+    assert {"mask_state.logits.heads", "mask_state.logits.mlps"} <= trainable
     assert not any(n.startswith("model.") for n in trainable)
 
 
 def test_reset_masks_starts_a_new_run_reproducibly_and_keeps_forced_units():
     pm = _wrap(tiny_model("bert"), init_mean=3.0, init_std=0.5)
     _set_logits(pm, heads=torch.full((LAYERS, HEADS), -7.0), mlps=torch.full((LAYERS,), 7.0))
-    with torch.no_grad():
-        for parameter in pm.lagrangian.parameters():
-            parameter.fill_(2.0)
     pm.force_units(heads=[(0, 1)], keep=False)
     pm.set_masks(heads=torch.ones(LAYERS, HEADS))
 
@@ -91,8 +89,7 @@ def test_reset_masks_starts_a_new_run_reproducibly_and_keeps_forced_units():
     expected_heads[0, 1] = -10.0                     # still pinned out
     assert torch.equal(pm.mask_logits.heads.detach(), expected_heads)
     assert torch.equal(pm.mask_logits.mlps.detach(), expected_mlps)
-    assert all(float(p.abs().sum()) == 0.0 for p in pm.lagrangian.parameters())
-    assert pm.fixed_heads is None and pm.fixed_mlps is None
+    assert pm.mask_state.fixed.get("heads") is None and pm.mask_state.fixed.get("mlps") is None
     first = pm.mask_state_dict()
     pm.reset_masks(seed=6)
     assert not torch.equal(pm.mask_logits.mlps.detach(), expected_mlps)
@@ -377,7 +374,7 @@ def test_bf16_model_with_fp32_mask_parameters():
     pm = _wrap(model)  # mean ablation
     pm.compute_means([batch], show_progress=False)
     assert pm.mask_logits.heads.dtype == torch.float32 and pm.mask_logits.mlps.dtype == torch.float32
-    assert pm.head_means.dtype == torch.float32 and pm.mlp_means.dtype == torch.float32
+    assert pm.get_means()["heads"].dtype == torch.float32 and pm.get_means()["mlps"].dtype == torch.float32
     _set_logits(pm, torch.zeros(LAYERS, HEADS), torch.zeros(LAYERS))
     pm.train()
     out = pm(**batch, labels=torch.tensor([0, 1, 2]))
@@ -670,15 +667,15 @@ def test_compute_means_accepts_dataloader_and_datasets(tmp_path):
     pm = _wrap(copy.deepcopy(model))
     info = pm.compute_means(datasets.Dataset.from_list(rows), batch_size=2, show_progress=False)
     assert info["token_count"] == sum(lengths)
-    torch.testing.assert_close(pm.head_means.double(), manual.heads(), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(pm.mlp_means.double(), manual.mlps(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pm.get_means()["heads"].double(), manual.heads(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pm.get_means()["mlps"].double(), manual.mlps(), atol=1e-5, rtol=1e-5)
 
     loader = torch.utils.data.DataLoader([{**b, "labels": torch.zeros(len(b["input_ids"]), dtype=torch.long)}
                                           for b in padded], batch_size=None)
     pm2 = _wrap(copy.deepcopy(model))
     info2 = pm2.compute_means(loader, show_progress=False)
     assert info2["token_count"] == sum(lengths)
-    torch.testing.assert_close(pm2.head_means.double(), manual.heads(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pm2.get_means()["heads"].double(), manual.heads(), atol=1e-5, rtol=1e-5)
     assert info2["data_fingerprint"] == info["data_fingerprint"]  # same tokens, same fingerprint
 
     pm3 = _wrap(copy.deepcopy(model))
@@ -699,7 +696,7 @@ def test_means_saved_with_token_count_fingerprint_and_base_model(tmp_path):
     pm.save_pretrained(tmp_path / "artifact")
     with safe_open(str(tmp_path / "artifact" / "masks.safetensors"), framework="pt") as handle:
         metadata = handle.metadata()
-        assert set(handle.keys()) >= {"means.heads", "means.mlps", "log_alpha.heads", "log_alpha.mlps"}
+        assert set(handle.keys()) >= {"means.heads", "means.mlps", "logits.heads", "logits.mlps"}
     saved = json.loads(metadata["means"])
     assert saved["token_count"] == info["token_count"]
     assert saved["data_fingerprint"] == info["data_fingerprint"]
@@ -944,7 +941,7 @@ def test_wrong_masks_raise(heads, mlps, match):
     pm = _wrap(tiny_model("bert"), ablation="zero")
     with pytest.raises(MaskShapeError, match=match):
         pm.set_masks(heads=heads, mlps=mlps)
-    assert pm.fixed_heads is None and pm.fixed_mlps is None
+    assert pm.mask_state.fixed.get("heads") is None and pm.mask_state.fixed.get("mlps") is None
 
 
 @pytest.mark.parametrize("sparsity", [1.0, -0.1, 50, float("nan"), 1.5])
@@ -982,11 +979,11 @@ def _saved(tmp_path, model_type="bert", **model_kwargs) -> tuple[PrunableModel, 
 def test_artifact_for_another_model_raises(target, kwargs, match, tmp_path):
     _, directory = _saved(tmp_path)
     other = _wrap(tiny_model(target, **kwargs), ablation="zero")
-    logits_before = {k: v.detach().clone() for k, v in other.mask_logits.logits().items()}
+    logits_before = {k: v.detach().clone() for k, v in dict(other.mask_logits.items()).items()}
     with pytest.raises(ArtifactError, match=match):
         other.load_masks(directory)
-    assert other.fixed_heads is None and not other.has_means
-    for key, value in other.mask_logits.logits().items():
+    assert other.mask_state.fixed.get("heads") is None and not other.has_means
+    for key, value in dict(other.mask_logits.items()).items():
         assert torch.equal(value, logits_before[key])
 
 
@@ -1005,7 +1002,7 @@ def _rewrite_tensor(path: Path, name: str, value: torch.Tensor) -> None:
     save_file(tensors, str(path), metadata=metadata)
 
 
-@pytest.mark.parametrize("name", ["log_alpha.heads", "log_alpha.mlps"])
+@pytest.mark.parametrize("name", ["logits.heads", "logits.mlps"])
 def test_nan_logits_in_artifact_raise(name, tmp_path):
     pm, directory = _saved(tmp_path)
     bad = pm.mask_state_dict()[name].clone()
@@ -1021,7 +1018,7 @@ def test_nan_logits_in_artifact_raise(name, tmp_path):
 
 def test_wrong_shape_tensor_in_artifact_raises(tmp_path):
     _, directory = _saved(tmp_path)
-    _rewrite_tensor(directory / "masks.safetensors", "log_alpha.heads", torch.zeros(LAYERS, HEADS + 1))
+    _rewrite_tensor(directory / "masks.safetensors", "logits.heads", torch.zeros(LAYERS, HEADS + 1))
     with pytest.raises(ArtifactError, match="shape"):
         _wrap(tiny_model("bert")).load_masks(directory)
 
@@ -1126,7 +1123,7 @@ def test_repo_id_without_pruning_config_raises(monkeypatch):
     with pytest.raises(ArtifactError, match="has no pruning_config.json"):
         pm.load_masks("someone/plain-model")
     assert calls == [("someone/plain-model", "pruning_config.json")]
-    assert pm.fixed_heads is None
+    assert pm.mask_state.fixed.get("heads") is None
 
 
 def test_repo_id_unreachable_raises_artifact_error(monkeypatch):

@@ -114,7 +114,7 @@ def test_minilm_equivalences(minilm_dir):
         for layer, head in ((2, 5), (4, 0)):
             dense = original.encoder.layer[layer].attention.output.dense
             columns = slice(head * head_dim, (head + 1) * head_dim)
-            mu = prunable.head_means[layer, head]
+            mu = prunable.get_means()["heads"][layer, head]
             folded.encoder.layer[layer].attention.output.dense.bias += dense.weight[:, columns] @ mu
         torch.testing.assert_close(prunable(**batch).last_hidden_state, folded(**batch).last_hidden_state,
                                    atol=1e-4, rtol=0)

@@ -1,7 +1,8 @@
-"""Where a mask hooks: per-architecture module paths, detection of unknown models, widths and parameter counts."""
+"""Where a mask hooks: per-architecture module paths (`registry`), and resolving them on a loaded model
+(`resolve`: layers, hook sites, widths, parameter counts, detection of unknown models)."""
 
-from .resolve import (ARCHITECTURES, ArchitectureMap, ResolvedArchitecture, resolve_architecture,
-                      supported_model_types, transformers_model)
+from .registry import ARCHITECTURES, ArchitectureMap, supported_model_types
+from .resolve import ResolvedArchitecture, ResolvedStack, resolve_architecture, transformers_model
 
-__all__ = ["ARCHITECTURES", "ArchitectureMap", "ResolvedArchitecture", "resolve_architecture",
+__all__ = ["ARCHITECTURES", "ArchitectureMap", "ResolvedArchitecture", "ResolvedStack", "resolve_architecture",
            "supported_model_types", "transformers_model"]

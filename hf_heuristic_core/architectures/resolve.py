@@ -1,68 +1,36 @@
-"""Where to hook, per architecture: a declarative map from `model_type` to module paths.
+"""Resolving a loaded model against the architecture map: its layers, hook sites, widths and parameter counts.
 
-Paths are relative to `model.base_model` (`layers`) and to one layer (the rest). The attention output projection's
-*input* is the concatenation of the per-head context vectors, so masking that input masks heads for every attention
-implementation (eager, SDPA, flash) and for grouped-query attention alike. The MLP output projection's *output* is the
-MLP block's contribution before any residual add or LayerNorm. `head_dim` is taken from the projection's input width,
-not from `hidden_size / num_heads` (wrong for Qwen3 and Gemma).
-
-Unknown models are detected by module-name suffixes; every entry can be overridden from `PruningConfig`.
+`head_dim` is taken from the attention output projection's input width, not from `hidden_size / num_heads` (wrong for
+Qwen3 and Gemma). Unknown models are detected by module-name suffixes; every entry can be overridden from
+`PruningConfig`. A model with layers the map does not reach (the decoder of an encoder-decoder model detected by
+suffix, a vision tower) is refused: pruning part of a model would make every sparsity and report describe only
+that part.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from torch import nn
 
-from ..config import PruningConfig
 from ..errors import UnsupportedArchitectureError
+from .registry import ARCHITECTURES, ATTENTION_OUTPUT_SUFFIXES, MLP_OUTPUT_SUFFIXES, ArchitectureMap
 
+logger = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class ArchitectureMap:
-    """Module paths for one architecture. `attention` and `mlp` only feed the parameter-weighted sparsity."""
+__all__ = ["ResolvedArchitecture", "ResolvedStack", "input_width", "output_width", "projection_candidates",
+           "resolve_architecture", "transformers_model"]
 
-    layers: str
-    attention_output: str
-    mlp_output: str
-    attention: str | None = None
-    mlp: tuple[str, ...] = ()
-
-
-_BERT_LIKE = ArchitectureMap("encoder.layer", "attention.output.dense", "output.dense",
-                             attention="attention", mlp=("intermediate", "output.dense"))
-_LLAMA_LIKE = ArchitectureMap("layers", "self_attn.o_proj", "mlp.down_proj", attention="self_attn", mlp=("mlp",))
-
-ARCHITECTURES: dict[str, ArchitectureMap] = {
-    **{t: _BERT_LIKE for t in ("bert", "roberta", "xlm-roberta", "electra", "camembert", "data2vec-text",
-                               "ernie", "roberta-prelayernorm", "xlm-roberta-xl")},
-    "distilbert": ArchitectureMap("transformer.layer", "attention.out_lin", "ffn.lin2", attention="attention",
-                                  mlp=("ffn",)),
-    "mpnet": ArchitectureMap("encoder.layer", "attention.attn.o", "output.dense", attention="attention",
-                             mlp=("intermediate", "output.dense")),
-    "gpt2": ArchitectureMap("h", "attn.c_proj", "mlp.c_proj", attention="attn", mlp=("mlp",)),
-    "gpt_neo": ArchitectureMap("h", "attn.attention.out_proj", "mlp.c_proj", attention="attn", mlp=("mlp",)),
-    "gpt_neox": ArchitectureMap("layers", "attention.dense", "mlp.dense_4h_to_h", attention="attention",
-                                mlp=("mlp",)),
-    "opt": ArchitectureMap("decoder.layers", "self_attn.out_proj", "fc2", attention="self_attn", mlp=("fc1", "fc2")),
-    "phi": ArchitectureMap("layers", "self_attn.dense", "mlp.fc2", attention="self_attn", mlp=("mlp",)),
-    **{t: _LLAMA_LIKE for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2",
-                                "granite", "cohere", "smollm3", "helium", "glm")},
-}
-
-# Suffixes tried, in order, for models not in the map. A suffix must match exactly one module of a layer.
-ATTENTION_OUTPUT_SUFFIXES = ("o_proj", "out_proj", "attention.output.dense", "attn.c_proj", "attention.dense",
-                             "self_attention.dense", "self_attn.dense", "out_lin", "attn.o", "attention.wo")
-MLP_OUTPUT_SUFFIXES = ("down_proj", "mlp.c_proj", "fc2", "dense_4h_to_h", "output.dense", "lin2", "mlp.fc_out",
-                       "w2", "mlp.wo", "c_proj")
+_HEAD_COUNT_NAMES = ("num_attention_heads", "n_head", "num_heads", "n_heads")
 
 
 @dataclass
-class ResolvedArchitecture:
-    """The concrete modules of one loaded model that the hooks attach to."""
+class ResolvedStack:
+    """The concrete modules of one stack of layers (the whole model, or the encoder / decoder of a seq2seq model)."""
 
-    model_type: str
+    name: str
     paths: ArchitectureMap
     layers: list[nn.Module]
     attention_outputs: list[nn.Module]
@@ -72,12 +40,42 @@ class ResolvedArchitecture:
     hidden_size: int
     head_param_count: int
     mlp_param_count: int
-    detected: bool = False
-    notes: list[str] = field(default_factory=list)
+    cross_attention_outputs: list[nn.Module] = field(default_factory=list)
+    cross_head_param_count: int = 0
 
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+
+@dataclass
+class ResolvedArchitecture:
+    """Every stack of one loaded model. The attributes of a single-stack model (`layers`, `num_heads`, ...) read the
+    first stack (the encoder of an encoder-decoder model)."""
+
+    model_type: str
+    stacks: list[ResolvedStack]
+    detected: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return len(self.stacks) > 1
+
+    @property
+    def main(self) -> ResolvedStack:
+        return self.stacks[0]
+
+    paths = property(lambda self: self.main.paths)
+    layers = property(lambda self: self.main.layers)
+    attention_outputs = property(lambda self: self.main.attention_outputs)
+    mlp_outputs = property(lambda self: self.main.mlp_outputs)
+    num_heads = property(lambda self: self.main.num_heads)
+    head_dim = property(lambda self: self.main.head_dim)
+    hidden_size = property(lambda self: self.main.hidden_size)
+    head_param_count = property(lambda self: self.main.head_param_count)
+    mlp_param_count = property(lambda self: self.main.mlp_param_count)
+    num_layers = property(lambda self: self.main.num_layers)
 
 
 def transformers_model(model: nn.Module) -> nn.Module:
@@ -86,9 +84,21 @@ def transformers_model(model: nn.Module) -> nn.Module:
     return get_base() if callable(get_base) else model
 
 
-def resolve_architecture(model: nn.Module, config: PruningConfig | None = None) -> ResolvedArchitecture:
-    """Find the layers and hook sites of `model`, honoring the overrides in `config`."""
-    config = config or PruningConfig()
+@dataclass(frozen=True)
+class Overrides:
+    """The architecture fields of a `PruningConfig` (any object with these attributes will do)."""
+
+    layers_path: str | None = None
+    attention_output: str | None = None
+    mlp_output: str | None = None
+    num_heads: int | None = None
+    allow_partial_model: bool = False
+
+
+def resolve_architecture(model: nn.Module, config: Any = None) -> ResolvedArchitecture:
+    """Find the stacks, layers and hook sites of `model`, honoring the overrides in `config` (a `PruningConfig`)."""
+    config = Overrides(**{f: getattr(config, f, None) or Overrides.__dataclass_fields__[f].default
+                          for f in Overrides.__dataclass_fields__}) if config is not None else Overrides()
     hf_model = transformers_model(model)
     hf_config = getattr(hf_model, "config", None)
     model_type = getattr(hf_config, "model_type", None) or type(hf_model).__name__
@@ -101,36 +111,54 @@ def resolve_architecture(model: nn.Module, config: PruningConfig | None = None) 
     paths = replace(paths, **{key: value for key, value in {
         "layers": config.layers_path, "attention_output": config.attention_output, "mlp_output": config.mlp_output,
     }.items() if value})
+    named = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    stacks = [_resolve_stack(base, hf_config, model_type, name, stack_paths, config) for name, stack_paths in named]
+    architecture = ResolvedArchitecture(model_type=model_type, stacks=stacks, detected=detected)
+    _check_coverage(base, architecture, config)
+    return architecture
 
+
+def _resolve_stack(base: nn.Module, hf_config, model_type: str, name: str, paths: ArchitectureMap,
+                   config: Overrides) -> ResolvedStack:
     layers = _get_layers(base, paths.layers, model_type)
     attention_outputs = [_get_submodule(layer, paths.attention_output, model_type, "attention output projection")
                          for layer in layers]
     mlp_outputs = [_get_submodule(layer, paths.mlp_output, model_type, "MLP output projection") for layer in layers]
-
-    num_heads = config.num_heads or _num_heads(hf_config)
+    cross = [_get_submodule(layer, paths.cross_attention_output, model_type, "cross-attention output projection")
+             for layer in layers] if paths.cross_attention_output else []
+    num_heads = config.num_heads or _num_heads(hf_config, paths.heads_config)
     if num_heads is None:
         raise UnsupportedArchitectureError(
             f"Cannot read the number of attention heads of model_type '{model_type}' from its config; "
             "pass it explicitly: PruningConfig(num_heads=...).")
-    in_width = input_width(attention_outputs[0])
-    if in_width % num_heads:
-        raise UnsupportedArchitectureError(
-            f"model_type '{model_type}': the attention output projection '{paths.attention_output}' takes "
-            f"{in_width} inputs, which is not a multiple of num_heads={num_heads}. Check num_heads, or point "
-            "PruningConfig(attention_output=...) at the projection whose input is the concatenated head outputs.")
-    hidden_size = output_width(mlp_outputs[0])
+    for what, modules in (("attention output projection", attention_outputs),
+                          ("cross-attention output projection", cross)):
+        widths = {input_width(module) for module in modules}
+        bad = sorted(w for w in widths if w % num_heads)
+        if bad:
+            raise UnsupportedArchitectureError(
+                f"model_type '{model_type}': the {what} takes {bad[0]} inputs, which is not a multiple of "
+                f"num_heads={num_heads}. Check num_heads, or point PruningConfig(attention_output=...) at the "
+                "projection whose input is the concatenated head outputs.")
     head_params, mlp_params = _unit_param_counts(layers[0], paths, num_heads)
-    return ResolvedArchitecture(
-        model_type=model_type, paths=paths, layers=layers, attention_outputs=attention_outputs,
-        mlp_outputs=mlp_outputs, num_heads=num_heads, head_dim=in_width // num_heads, hidden_size=hidden_size,
-        head_param_count=head_params, mlp_param_count=mlp_params, detected=detected)
+    cross_params = _count([layers[0].get_submodule(paths.cross_attention)]) // num_heads \
+        if paths.cross_attention else 0
+    return ResolvedStack(
+        name=name, paths=paths, layers=layers, attention_outputs=attention_outputs, mlp_outputs=mlp_outputs,
+        num_heads=num_heads, head_dim=input_width(attention_outputs[0]) // num_heads,
+        hidden_size=output_width(mlp_outputs[0]), head_param_count=head_params, mlp_param_count=mlp_params,
+        cross_attention_outputs=cross, cross_head_param_count=cross_params)
 
 
-def _num_heads(hf_config) -> int | None:
+def _text_config(hf_config):
+    return hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+
+
+def _num_heads(hf_config, names: tuple[str, ...] = ()) -> int | None:
     if hf_config is None:
         return None
-    text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
-    for name in ("num_attention_heads", "n_head", "num_heads", "n_heads"):
+    text_config = _text_config(hf_config)
+    for name in (*names, *_HEAD_COUNT_NAMES):
         value = getattr(text_config, name, None)
         if isinstance(value, int):
             return value
@@ -140,9 +168,37 @@ def _num_heads(hf_config) -> int | None:
 def _num_layers(hf_config) -> int | None:
     if hf_config is None:
         return None
-    text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
-    value = getattr(text_config, "num_hidden_layers", None)
+    value = getattr(_text_config(hf_config), "num_hidden_layers", None)
     return value if isinstance(value, int) else None
+
+
+def _has_attention(layer: nn.Module) -> bool:
+    return any("attn" in name.lower() or "attention" in name.lower() or "attention" in type(m).__name__.lower()
+               for name, m in layer.named_modules())
+
+
+def _check_coverage(base: nn.Module, architecture: ResolvedArchitecture, config: Overrides) -> None:
+    """Refuse a model with layer lists (with attention inside) that no stack covers."""
+    covered = [stack.paths.layers for stack in architecture.stacks]
+    found: list[str] = []
+    for name, module in base.named_modules():
+        if not (isinstance(module, (nn.ModuleList, nn.Sequential)) and len(module) and name):
+            continue
+        if any(name == p or name.startswith(p + ".") for p in [*covered, *found]):
+            continue
+        if _has_attention(module[0]):
+            found.append(name)
+    if not found:
+        return
+    message = (f"model_type '{architecture.model_type}': the masks would cover the layers at {covered}, but the "
+               f"model also has layers with attention at {found}, which would stay unpruned (every sparsity and "
+               "report would then describe part of the model). Map every stack of this model in "
+               "hf_heuristic_core.ARCHITECTURES (ARCHITECTURES['bart'] shows an encoder-decoder), or, to prune the "
+               "covered part on purpose, pass PruningConfig(allow_partial_model=True).")
+    if not config.allow_partial_model:
+        raise UnsupportedArchitectureError(message)
+    architecture.notes.append(f"partial model: layers at {found} are not masked")
+    logger.warning("allow_partial_model=True: %s", message)
 
 
 def _get_layers(base: nn.Module, path: str, model_type: str) -> list[nn.Module]:
@@ -216,7 +272,7 @@ def _match_suffix(names: list[str], suffixes: tuple[str, ...]) -> str | None:
     return None
 
 
-def _detect(base: nn.Module, hf_config, model_type: str, config: PruningConfig) -> ArchitectureMap:
+def _detect(base: nn.Module, hf_config, model_type: str, config: Overrides) -> ArchitectureMap:
     """Guess the map of a model not in ARCHITECTURES from module names."""
     layers_path = config.layers_path
     if layers_path is None:
@@ -277,14 +333,6 @@ def _unit_param_counts(layer: nn.Module, paths: ArchitectureMap, num_heads: int)
         mlp_count = _count([layer.get_submodule(p) for p in paths.mlp])
     else:
         norms = [m for m in layer.modules() if "norm" in type(m).__name__.lower()]
-        mlp_count = _count([layer]) - attention_count - _count(norms)
+        cross = [layer.get_submodule(paths.cross_attention)] if paths.cross_attention else []
+        mlp_count = _count([layer]) - attention_count - _count(norms) - _count(cross)
     return attention_count // num_heads, mlp_count
-
-
-def supported_model_types() -> list[str]:
-    return sorted(ARCHITECTURES)
-
-
-__all__ = ["ARCHITECTURES", "ArchitectureMap", "ResolvedArchitecture", "resolve_architecture",
-           "supported_model_types", "transformers_model"]
-

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
-__all__ = ["check_sparsity", "smallest_indices", "topk_binarize"]
+__all__ = ["binarize_masks", "check_sparsity", "smallest_indices", "topk_binarize"]
 
 
 def check_sparsity(value: Any, what: str = "sparsity", *, allow_one: bool = False,
@@ -56,3 +56,42 @@ def topk_binarize(scores: torch.Tensor, sparsity: float, groups: torch.Tensor | 
         k = int(round(sparsity * members.numel()))
         mask[members[smallest_indices(scores[members], k)]] = 0.0
     return mask
+
+
+def binarize_masks(kinds: Mapping[str, Any], logits: Mapping[str, torch.Tensor], forced: Mapping[str, torch.Tensor],
+                   relaxation: Any, *, binary: bool, sparsity: float | None, rule: str, per_layer: bool,
+                   threshold: float) -> dict[str, torch.Tensor]:
+    """Masks of every kind from learned logits (kinds without logits are all ones; forced entries stay forced).
+
+    `binary=False`: the relaxation's noise-free value. With a `sparsity`: exact top-k over the logits of every kind
+    together (`per_layer`: the same share in every layer of every stack). Without one: the relaxation's own rule
+    (`rule="threshold"`, e.g. the paper's deterministic-then-threshold rule for hard concrete).
+    """
+    if not binary or sparsity is None:
+        masks = {}
+        for kind, spec in kinds.items():
+            logit = logits.get(kind)
+            if logit is None:
+                masks[kind] = torch.ones(spec.shape)
+                continue
+            value = relaxation.deterministic(logit.detach().float()).cpu() if not binary \
+                else relaxation.threshold_masks(logit, threshold)
+            pinned = forced[kind].cpu()
+            masks[kind] = torch.where(pinned != 0, (pinned > 0).float(), value)
+        return masks
+    scores, groups, group_ids = [], [], {}
+    for kind, logit in logits.items():
+        spec = kinds[kind]
+        pinned = forced[kind].cpu()
+        scores.append(torch.where(pinned != 0, pinned * 1e9, logit.detach().float().cpu()).flatten())
+        groups.append(torch.tensor([group_ids.setdefault((spec.stack, layer), len(group_ids))
+                                    for layer in spec.layer_index().flatten().tolist()], dtype=torch.long))
+    flat = topk_binarize(torch.cat(scores), sparsity, torch.cat(groups) if per_layer else None)
+    masks, offset = {}, 0
+    for kind, spec in kinds.items():
+        if logits.get(kind) is not None:
+            masks[kind] = flat[offset:offset + spec.numel].view(spec.shape)
+            offset += spec.numel
+        else:
+            masks[kind] = torch.ones(spec.shape)
+    return masks

@@ -6,36 +6,47 @@
     P(z != 0) = sigmoid(log_alpha - beta * log(-l / r))
 
 The learned parameters live in fp32 whatever the model's dtype: at `log_alpha = 10` bf16 has a spacing of 0.0625,
-so the small updates pruning relies on would vanish.
+so the small updates pruning relies on would vanish. `log_alpha` starts from N(init_mean, init_std): N(10, 0.01) in
+the paper, every unit on.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
-from torch import nn
 
-from ..config import PruningConfig
+from .base import Relaxation
 from .binarize import check_sparsity, smallest_indices, topk_binarize  # noqa: F401 (re-exported)
 
 # The CoFi deterministic rule scales log_alpha by this before the sigmoid (released code's "magical number").
 COFI_SOFT_MASK_SCALE = 0.8
 
+__all__ = ["COFI_SOFT_MASK_SCALE", "HardConcrete"]
 
-class HardConcrete:
-    """The distribution's constants and its three views of a unit: a sample, the test-time value, and P(z != 0)."""
+
+class HardConcrete(Relaxation):
+    """The distribution's constants and its views of a unit: a sample, the test-time value, and P(z != 0)."""
+
+    name = "hard_concrete"
 
     def __init__(self, temperature: float = 2 / 3, limit_left: float = -0.1, limit_right: float = 1.1,
-                 eps: float = 1e-6) -> None:
+                 eps: float = 1e-6, init_mean: float = 10.0, init_std: float = 0.01) -> None:
         self.temperature = temperature
         self.limit_left = limit_left
         self.limit_right = limit_right
         self.eps = eps
+        self.init_mean = init_mean
+        self.init_std = init_std
 
     @classmethod
-    def from_config(cls, config: PruningConfig) -> "HardConcrete":
-        return cls(config.temperature, config.limit_left, config.limit_right, config.eps)
+    def from_config(cls, config: Any) -> "HardConcrete":
+        return cls(config.temperature, config.limit_left, config.limit_right, config.eps, config.init_mean,
+                   config.init_std)
+
+    def init_logits(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
+        return torch.empty(shape, dtype=torch.float32).normal_(self.init_mean, self.init_std, generator=generator)
 
     def sample(self, log_alpha: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """A reparameterized sample; noise is drawn on log_alpha's own device (no host-to-device copy per call)."""
@@ -53,6 +64,9 @@ class HardConcrete:
         shift = self.temperature * math.log(-self.limit_left / self.limit_right)
         return torch.sigmoid(log_alpha - shift)
 
+    def prob_keep(self, log_alpha: torch.Tensor) -> torch.Tensor:
+        return self.prob_nonzero(log_alpha)
+
     def _stretch_and_clip(self, s: torch.Tensor) -> torch.Tensor:
         return (s * (self.limit_right - self.limit_left) + self.limit_left).clamp(0.0, 1.0)
 
@@ -66,37 +80,6 @@ class HardConcrete:
             soft[smallest_indices(flat, expected_zeros)] = 0.0
         return soft.view_as(log_alpha)
 
-
-class MaskLogits(nn.Module):
-    """The learnable `log_alpha` of every head (`[num_layers, num_heads]`) and MLP block (`[num_layers]`).
-
-    A unit type that is not pruned has no parameter and is always kept. Forced units (the paper's
-    `log_alpha = +/-10` trick for pinning the core) are stored as a mask so they stay forced while training.
-    """
-
-    def __init__(self, num_layers: int, num_heads: int, config: PruningConfig) -> None:
-        super().__init__()
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.distribution = HardConcrete.from_config(config)
-        self.heads = nn.Parameter(self._init((num_layers, num_heads), config)) if config.prune_heads else None
-        self.mlps = nn.Parameter(self._init((num_layers,), config)) if config.prune_mlps else None
-
-    @staticmethod
-    def _init(shape: tuple[int, ...], config: PruningConfig) -> torch.Tensor:
-        return torch.empty(shape, dtype=torch.float32).normal_(config.init_mean, config.init_std)
-
-    def expected_shape(self, kind: str) -> tuple[int, ...]:
-        return (self.num_layers, self.num_heads) if kind == "heads" else (self.num_layers,)
-
-    def logits(self) -> dict[str, torch.Tensor | None]:
-        return {"heads": self.heads, "mlps": self.mlps}
-
-
-class LagrangeMultipliers(nn.Module):
-    """lambda1 and lambda2 of the sparsity constraint; both start at 0 and are trained by gradient ascent."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lambda_1 = nn.Parameter(torch.zeros((), dtype=torch.float32))
-        self.lambda_2 = nn.Parameter(torch.zeros((), dtype=torch.float32))
+    def threshold_masks(self, log_alpha: torch.Tensor, threshold: float) -> torch.Tensor:
+        """The paper's rule: the CoFi soft mask, then 1 where it exceeds `threshold` (0.5 at 50%, 0.35 at 70%)."""
+        return (self.cofi_soft_mask(log_alpha.detach().float().cpu()) > threshold).float()

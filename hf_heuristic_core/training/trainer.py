@@ -12,82 +12,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import Trainer
 
-from .arguments import PruningArguments
 from ..batching import LABEL_KEYS
 from ..errors import PruningError
 from ..model import PrunableModel
+from .arguments import PruningArguments
+from .lagrangian import LagrangeMultipliers
+from .losses import kl_to_teacher
+from .teacher import TeacherCache
 
 logger = logging.getLogger(__name__)
 
 EXAMPLE_INDEX_COLUMN = "hhc_example_index"
 PRUNING_STATE_NAME = "pruning_state.pt"
-
-
-def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
-                  attention_mask: torch.Tensor | None = None, temperature: float = 1.0,
-                  reduction: str = "mean") -> torch.Tensor:
-    """KL(teacher || student) in fp32.
-
-    Sequence-level logits `[batch, classes]`: batchmean. Per-position logits `[batch, seq, vocab]` (causal LM,
-    token classification): the mean over real (non-padding) positions (`reduction="sum"`: their sum, for a
-    mean taken over a whole accumulated / distributed batch). Scaled by T^2 (a no-op at T = 1).
-    """
-    if student_logits.shape != teacher_logits.shape:
-        raise PruningError(f"Teacher logits {tuple(teacher_logits.shape)} and student logits "
-                           f"{tuple(student_logits.shape)} differ in shape.")
-    student = F.log_softmax(student_logits.float() / temperature, dim=-1)
-    teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
-    per_item = (teacher.exp() * (teacher - student)).sum(-1)
-    if per_item.dim() == 1:
-        return (per_item.sum() if reduction == "sum" else per_item.mean()) * temperature ** 2
-    weights = (attention_mask.to(per_item.dtype) if attention_mask is not None and
-               attention_mask.shape == per_item.shape else torch.ones_like(per_item))
-    total = (per_item * weights).sum() * temperature ** 2
-    return total if reduction == "sum" else total / weights.sum().clamp_min(1.0)
-
-
-@dataclass
-class TeacherCache:
-    """Teacher logits per training example (index = position in the training dataset).
-
-    Per-position logits keep only the real tokens, so any padding layout can be rebuilt at lookup.
-    """
-
-    logits: list[torch.Tensor]
-    per_position: bool
-
-    def lookup(self, indices: torch.Tensor, like: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        out = torch.zeros_like(like, dtype=torch.float32)
-        for row, index in enumerate(indices.tolist()):
-            if not 0 <= index < len(self.logits):
-                raise PruningError(f"Mismatched teacher cache: example index {index} is outside the cache "
-                                   f"({len(self.logits)} entries). The training data changed since the cache was "
-                                   "built; rebuild it or use teacher='same_model'.")
-            cached = self.logits[index].to(out.device)
-            if not self.per_position:
-                if cached.shape != out[row].shape:
-                    raise PruningError(f"Mismatched teacher cache entry for example {index}: cached logits "
-                                       f"{tuple(cached.shape)}, model gives {tuple(out[row].shape)}. Rebuild the "
-                                       "cache for this model or use teacher='same_model'.")
-                out[row] = cached
-                continue
-            positions = (attention_mask[row].bool() if attention_mask is not None
-                         else torch.ones(out.shape[1], dtype=torch.bool, device=out.device))
-            if cached.shape != (int(positions.sum()), out.shape[-1]):
-                raise PruningError(f"Mismatched teacher cache entry for example {index}: cached "
-                                   f"{tuple(cached.shape)} (positions, vocab), batch has {int(positions.sum())} real "
-                                   f"positions and {out.shape[-1]} outputs. The data or tokenization changed since "
-                                   "the cache was built; rebuild it or use teacher='same_model'.")
-            out[row, positions] = cached
-        return out
 
 
 class PruningTrainer(Trainer):
@@ -127,6 +69,7 @@ class PruningTrainer(Trainer):
         self._sparsity_warmup: int | None = None
         self._running: dict[str, torch.Tensor | float] = {}
         self._running_count = 0
+        self.lagrangian = LagrangeMultipliers().to(model.mask_logits_device)
         if model.generator is None or model.generator.device != model.mask_logits_device:
             model.generator = torch.Generator(device=model.mask_logits_device)
         model.generator.manual_seed(args.seed)
@@ -148,8 +91,8 @@ class PruningTrainer(Trainer):
         """AdamW over two groups, both without weight decay: mask logits (descent) and multipliers (ascent)."""
         if self.optimizer is None:
             prunable = self.prunable
-            logits = [p for p in prunable.mask_logits.logits().values() if p is not None]
-            multipliers = list(prunable.lagrangian.parameters())
+            logits = [p for _, p in prunable.mask_logits.items()]
+            multipliers = list(self.lagrangian.parameters())
             groups = [
                 {"params": logits, "lr": self.args.mask_learning_rate, "weight_decay": 0.0, "maximize": False},
                 {"params": multipliers, "lr": self.args.reg_learning_rate, "weight_decay": 0.0, "maximize": True},
@@ -157,7 +100,21 @@ class PruningTrainer(Trainer):
             self.optimizer = torch.optim.AdamW(groups, lr=self.args.mask_learning_rate,
                                                betas=(self.args.adam_beta1, self.args.adam_beta2),
                                                eps=self.args.adam_epsilon, weight_decay=0.0)
+            # The Trainer zeroes only the model's gradients after a step; the multipliers are the trainer's.
+            self.optimizer.register_step_post_hook(lambda *_: self.lagrangian.zero_grad(set_to_none=True))
         return self.optimizer
+
+    def _with_multipliers(self, model: nn.Module) -> list[nn.Parameter]:
+        return [*model.parameters(), *self.lagrangian.parameters()]
+
+    def _clip_grad_norm(self, model: nn.Module):
+        """Clip the mask logits and the multipliers together, as one set of trainable parameters."""
+        return self.accelerator.clip_grad_norm_(self._with_multipliers(model), self.args.max_grad_norm)
+
+    def _get_grad_norm(self, model: nn.Module, grad_norm: Any = None):
+        if grad_norm is None:
+            grad_norm = self.accelerator.clip_grad_norm_(self._with_multipliers(model), float("inf"))
+        return grad_norm
 
     def sparsity_warmup(self) -> int:
         if self._sparsity_warmup is None:
@@ -256,8 +213,7 @@ class PruningTrainer(Trainer):
         sampled = prunable.sampled_sparsity()
         current = sampled if (self.args.sparsity_penalty == "sampled" and sampled is not None) else expected
         gap = target - current
-        lambda_1, lambda_2 = prunable.lagrangian.lambda_1, prunable.lagrangian.lambda_2
-        loss = kl_for_loss + lambda_1 * gap + lambda_2 * gap ** 2
+        loss = kl_for_loss + self.lagrangian.penalty(gap)
         if model.training:
             if not bool(torch.isfinite(loss)):
                 self._stop_on_nonfinite(kl)
@@ -314,8 +270,8 @@ class PruningTrainer(Trainer):
             logs["sparsity_sampled"] = float(self._running["sampled"]) / count
             logs["sparsity_expected"] = float(self._running["expected"]) / count
             logs["sparsity_target"] = self.current_target()
-            logs["lambda_1"] = float(self.prunable.lagrangian.lambda_1.detach())
-            logs["lambda_2"] = float(self.prunable.lagrangian.lambda_2.detach())
+            logs["lambda_1"] = float(self.lagrangian.lambda_1.detach())
+            logs["lambda_2"] = float(self.lagrangian.lambda_2.detach())
             self._running, self._running_count = {}, 0
         super().log(logs, *args, **kwargs)
 
@@ -328,7 +284,7 @@ class PruningTrainer(Trainer):
         prunable = self.prunable
         prunable.save_pretrained(output_dir)
         from ..io_utils import atomic_write
-        state = {"lagrangian": {k: v.detach().cpu() for k, v in prunable.lagrangian.state_dict().items()},
+        state = {"lagrangian": {k: v.detach().cpu() for k, v in self.lagrangian.state_dict().items()},
                  "generator": prunable.generator.get_state() if prunable.generator is not None else None,
                  "sparsity_warmup": self._sparsity_warmup}
         atomic_write(os.path.join(output_dir, PRUNING_STATE_NAME), lambda tmp: torch.save(state, tmp))
@@ -343,7 +299,7 @@ class PruningTrainer(Trainer):
             raise PruningError(f"{resume_from_checkpoint} has no {PRUNING_STATE_NAME}; it is not a PruningTrainer "
                                "checkpoint.")
         state = torch.load(path, map_location="cpu", weights_only=True)
-        prunable.lagrangian.load_state_dict(state["lagrangian"])
+        self.lagrangian.load_state_dict(state["lagrangian"])
         if state.get("generator") is not None and prunable.generator is not None:
             prunable.generator.set_state(state["generator"])
         self._sparsity_warmup = state.get("sparsity_warmup")
@@ -370,7 +326,7 @@ class PruningTrainer(Trainer):
         """Fix the binarized masks on the model and save the artifact (masks only) to `output_dir`."""
         prunable = self.prunable
         masks = self.final_masks()
-        prunable.set_masks(heads=masks["heads"], mlps=masks["mlps"])
+        prunable.set_masks(masks)
         if self.args.should_save:
             prunable.save_pretrained(self.args.output_dir)
         report = prunable.sparsity_report(masks)
@@ -422,10 +378,9 @@ def _check_columns(dataset: Any) -> None:
 
 def _check_reachable(model: PrunableModel, target: float) -> None:
     total = model.num_units()
-    forced_in = sum(int((f > 0).sum()) for f, k in ((model.forced_heads, "heads"), (model.forced_mlps, "mlps"))
-                    if k in model.enabled_kinds())
-    forced_out = sum(int((f < 0).sum()) for f, k in ((model.forced_heads, "heads"), (model.forced_mlps, "mlps"))
-                     if k in model.enabled_kinds())
+    forced = [model.mask_state.forced.get(kind) for kind in model.enabled_kinds()]
+    forced_in = sum(int((f > 0).sum()) for f in forced)
+    forced_out = sum(int((f < 0).sum()) for f in forced)
     to_prune = round(target * total)
     if to_prune > total - forced_in or to_prune < forced_out or (target > 0 and to_prune == 0):
         raise PruningError(f"target_sparsity={target} cannot be reached: it prunes {to_prune} of the {total} enabled "

@@ -137,7 +137,7 @@ def test_model_sections_with_a_tiny_model(runs_dir):
     report = analyze(runs_dir, model=model, tokenizer=tokenizer, eval_sets=sets, non_core_sample=3, heatmaps=1,
                      attention_examples=10, show_progress=False)
     means = read_artifact(runs_dir / "sp50-seed0").tensors["means.heads"]
-    assert torch.equal(model.head_means, means)
+    assert torch.equal(model.get_means()["heads"], means)
     reference = PrunableModel(tiny_model("bert"), PruningConfig())
     reference.set_means(means, read_artifact(runs_dir / "sp50-seed0").tensors["means.mlps"])
     expected = ablation_table(reference, sets, ["L0.H0", "L0.MLP"], non_core_sample=3, show_progress=False)

@@ -178,10 +178,10 @@ def test_compute_means_counts_only_real_tokens(model_type, impl, padding):
     pm = _wrap(model, ablation="mean")
     info = pm.compute_means(data, show_progress=False)
     assert info["token_count"] == manual.count
-    assert pm.head_means.dtype == torch.float32 and pm.mlp_means.dtype == torch.float32
-    assert pm.head_means.shape == (LAYERS, HEADS, HEAD_DIM[model_type])
-    torch.testing.assert_close(pm.head_means.double(), manual.heads(), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(pm.mlp_means.double(), manual.mlps(), atol=1e-5, rtol=1e-5)
+    assert pm.get_means()["heads"].dtype == torch.float32 and pm.get_means()["mlps"].dtype == torch.float32
+    assert pm.get_means()["heads"].shape == (LAYERS, HEADS, HEAD_DIM[model_type])
+    torch.testing.assert_close(pm.get_means()["heads"].double(), manual.heads(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pm.get_means()["mlps"].double(), manual.mlps(), atol=1e-5, rtol=1e-5)
 
     # A mean over every position (padding included) differs, so the check above is not vacuous.
     sums = []
@@ -256,7 +256,7 @@ def test_save_load_round_trip_gives_identical_outputs(model_type, impl, kind, tm
     fresh = _wrap(tiny_model(model_type, attn_implementation=impl))
     fresh.load_masks(tmp_path / "artifact")
     fresh.eval()
-    assert torch.equal(fresh.head_means, pm.head_means) and torch.equal(fresh.mlp_means, pm.mlp_means)
+    assert torch.equal(fresh.get_means()["heads"], pm.get_means()["heads"]) and torch.equal(fresh.get_means()["mlps"], pm.get_means()["mlps"])
     for key in ("heads", "mlps"):
         assert torch.equal(fresh.get_masks()[key], expected_masks[key])
     assert torch.equal(logits_of(fresh, batch), expected)

@@ -124,7 +124,7 @@ def test_output_dir_holds_one_artifact_per_level_with_means_of_this_checkpoint(d
     for level in (0.2, 0.6):
         artifact = read_artifact(tmp_path / "seed-0" / f"sparsity-{level:g}")
         assert torch.equal(artifact.heads, torch.tensor(result.masks[0][level]["heads"]))
-        torch.testing.assert_close(artifact.tensors["means.heads"], reference.head_means)
+        torch.testing.assert_close(artifact.tensors["means.heads"], reference.get_means()["heads"])
     reference.unwrap()
 
 

@@ -88,10 +88,10 @@ def main() -> None:
     torch.save(seen, os.path.join(options.output, f"seen-rank{rank}.pt"))
     if rank == 0:
         torch.save({
-            "logits": {k: v.detach().cpu().clone() for k, v in prunable.mask_logits.logits().items() if v is not None},
+            "logits": {k: v.detach().cpu().clone() for k, v in dict(prunable.mask_logits.items()).items() if v is not None},
             "masks": prunable.get_masks(),
-            "lambda_1": float(prunable.lagrangian.lambda_1.detach()),
-            "lambda_2": float(prunable.lagrangian.lambda_2.detach()),
+            "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
+            "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
             "world_size": trainer.args.world_size,
         }, os.path.join(options.output, "result.pt"))
 

@@ -130,7 +130,7 @@ def batch_of(dataset: Dataset, rows=slice(0, 4)) -> dict[str, torch.Tensor]:
 
 
 def mask_logits(prunable: PrunableModel) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in prunable.mask_logits.logits().items() if v is not None}
+    return {k: v.detach().clone() for k, v in dict(prunable.mask_logits.items()).items() if v is not None}
 
 
 def pruned_units(masks: dict[str, torch.Tensor]) -> int:
@@ -204,8 +204,8 @@ def test_compute_loss_is_kl_plus_lagrangian(tmp_path, penalty):
     mlps = torch.tensor([1.0, 0.0])
     prunable.set_masks(heads=heads, mlps=mlps)  # 4 of 10 units off: the fixed-mask forward has c = 0.4
     with torch.no_grad():
-        prunable.lagrangian.lambda_1.fill_(0.7)
-        prunable.lagrangian.lambda_2.fill_(1.3)
+        trainer.lagrangian.lambda_1.fill_(0.7)
+        trainer.lagrangian.lambda_2.fill_(1.3)
     trainer.state.global_step = 4  # linear schedule: t = 0.1 + 0.5 * 4 / 10 = 0.3
     batch = batch_of(data)
     prunable.train()
@@ -276,7 +276,7 @@ def test_only_masks_and_multipliers_train(tmp_path):
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=tiny_dataset(40))
     optimizer = trainer.create_optimizer()
     logit_ids = {id(prunable.mask_logits.heads), id(prunable.mask_logits.mlps)}
-    lambda_ids = {id(prunable.lagrangian.lambda_1), id(prunable.lagrangian.lambda_2)}
+    lambda_ids = {id(trainer.lagrangian.lambda_1), id(trainer.lagrangian.lambda_2)}
     assert len(optimizer.param_groups) == 2
     masks_group, lambda_group = optimizer.param_groups
     assert {id(p) for p in masks_group["params"]} == logit_ids
@@ -285,7 +285,7 @@ def test_only_masks_and_multipliers_train(tmp_path):
     assert masks_group["maximize"] is False and lambda_group["maximize"] is True
     assert masks_group["lr"] == 0.05 and lambda_group["lr"] == 0.5
     trainable = {id(p) for p in prunable.parameters() if p.requires_grad}
-    assert trainable == logit_ids | lambda_ids
+    assert trainable == logit_ids  # the multipliers are the trainer's, not the model's
     assert not any(p.requires_grad for p in prunable.model.parameters())
 
     logits_before = mask_logits(prunable)
@@ -294,8 +294,8 @@ def test_only_masks_and_multipliers_train(tmp_path):
     logged = [entry for entry in trainer.state.log_history if "lambda_1" in entry]
     assert all(entry["sparsity_sampled"] < 0.3 for entry in logged)  # the premise
     # t > c throughout, so gradient ascent raises lambda1 (d/dl1 = t - c > 0) and lambda2 (d/dl2 = (t - c)^2 >= 0).
-    lambda_1 = float(prunable.lagrangian.lambda_1)
-    lambda_2 = float(prunable.lagrangian.lambda_2)
+    lambda_1 = float(trainer.lagrangian.lambda_1)
+    lambda_2 = float(trainer.lagrangian.lambda_2)
     assert lambda_1 > 0.1 and lambda_2 > 0.0
     assert [e["lambda_1"] for e in logged] == sorted(e["lambda_1"] for e in logged)
     # The mask logits moved (toward pruning), the model weights did not move by a single bit.
@@ -378,8 +378,8 @@ def test_every_logging_step_reports_sparsity_lambdas_and_kl(tmp_path):
         assert 0 <= logs["sparsity_sampled"] <= 1 and 0 <= logs["sparsity_expected"] <= 1
         assert logs["sparsity_target"] == pytest.approx(args.target_at(step, 4))
     last = training_logs[-1][1]
-    assert last["lambda_1"] == pytest.approx(float(trainer.prunable.lagrangian.lambda_1))
-    assert last["lambda_2"] == pytest.approx(float(trainer.prunable.lagrangian.lambda_2))
+    assert last["lambda_1"] == pytest.approx(float(trainer.lagrangian.lambda_1))
+    assert last["lambda_2"] == pytest.approx(float(trainer.lagrangian.lambda_2))
 
 
 # ---------------------------------------------------------------------------------------------- artifacts
@@ -417,7 +417,7 @@ def test_final_artifact_and_checkpoints_hold_masks_only(tmp_path):
         optimizer = torch.load(folder / "optimizer.pt", weights_only=True)
         assert len(optimizer["state"]) == 4  # two mask tensors + two multipliers, nothing else
     state = torch.load(out / "checkpoint-4" / "pruning_state.pt", weights_only=True)
-    assert float(state["lagrangian"]["lambda_1"]) == pytest.approx(float(prunable.lagrangian.lambda_1))
+    assert float(state["lagrangian"]["lambda_1"]) == pytest.approx(float(trainer.lagrangian.lambda_1))
 
 
 @pytest.mark.parametrize("target", [0.3, 0.5, 0.7])
@@ -544,7 +544,7 @@ def test_teacher_is_the_same_model_without_masks_or_dropout(tmp_path, keep_dropo
     trainer = PruningTrainer(model=prunable, args=prune_args(tmp_path, keep_dropout=keep_dropout), train_dataset=data)
     # No second copy of the model anywhere in the trainer.
     modules = [value for value in vars(trainer).values() if isinstance(value, torch.nn.Module)]
-    assert all(module is prunable for module in modules)
+    assert all(module is prunable or module is trainer.lagrangian for module in modules)
     batch = batch_of(data, slice(0, 8))
     prunable.train()
     teacher = trainer.teacher_logits(batch, None)
@@ -570,10 +570,10 @@ def test_bf16_autocast_on_cpu(tmp_path):
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=tiny_dataset(32))
     trainer.train()
     assert trainer.accelerator.mixed_precision == "bf16"
-    for kind, logit in prunable.mask_logits.logits().items():
+    for kind, logit in dict(prunable.mask_logits.items()).items():
         assert logit.dtype == torch.float32  # mask logits stay fp32
         assert torch.isfinite(logit).all() and not torch.equal(logit.detach(), start[kind])
-    assert prunable.lagrangian.lambda_1.dtype == torch.float32
+    assert trainer.lagrangian.lambda_1.dtype == torch.float32
     assert next(prunable.model.parameters()).dtype == torch.float32  # autocast, not a cast of the weights
     assert pruned_units(prunable.get_masks()) == 5
     logs = [entry for entry in trainer.state.log_history if "kl" in entry]
@@ -642,9 +642,10 @@ def test_resume_restores_masks_lambdas_and_optimizer_exactly(tmp_path):
     out = tmp_path / "run"
     overrides = dict(max_steps=30, save_strategy="steps", save_steps=15, logging_steps=5, sparsity_warmup_steps=20)
     first = tiny_prunable()
-    PruningTrainer(model=first, args=prune_args(out, **overrides), train_dataset=tiny_dataset(32)).train()
+    first_trainer = PruningTrainer(model=first, args=prune_args(out, **overrides), train_dataset=tiny_dataset(32))
+    first_trainer.train()
     uninterrupted = mask_logits(first)
-    lambdas = (first.lagrangian.lambda_1.detach().clone(), first.lagrangian.lambda_2.detach().clone())
+    lambdas = (first_trainer.lagrangian.lambda_1.detach().clone(), first_trainer.lagrangian.lambda_2.detach().clone())
     uninterrupted_masks = first.get_masks()
 
     shutil.rmtree(out / "checkpoint-30")
@@ -659,8 +660,8 @@ def test_resume_restores_masks_lambdas_and_optimizer_exactly(tmp_path):
     assert trainer.state.global_step == 30
     for kind, logit in mask_logits(resumed).items():
         assert torch.equal(logit, uninterrupted[kind]), kind
-    assert torch.equal(resumed.lagrangian.lambda_1.detach(), lambdas[0])
-    assert torch.equal(resumed.lagrangian.lambda_2.detach(), lambdas[1])
+    assert torch.equal(trainer.lagrangian.lambda_1.detach(), lambdas[0])
+    assert torch.equal(trainer.lagrangian.lambda_2.detach(), lambdas[1])
     masks = resumed.get_masks()
     assert torch.equal(masks["heads"], uninterrupted_masks["heads"])
     assert torch.equal(masks["mlps"], uninterrupted_masks["mlps"])
@@ -682,10 +683,10 @@ def test_resume_restores_optimizer_state(tmp_path):
         assert torch.equal(state["state"][index]["exp_avg"], entry["exp_avg"])
         assert torch.equal(state["state"][index]["exp_avg_sq"], entry["exp_avg_sq"])
     pruning_state = torch.load(out / "checkpoint-2" / "pruning_state.pt", weights_only=True)
-    assert torch.equal(prunable.lagrangian.lambda_1.detach(), pruning_state["lagrangian"]["lambda_1"])
+    assert torch.equal(trainer.lagrangian.lambda_1.detach(), pruning_state["lagrangian"]["lambda_1"])
     saved_masks = load_file(str(out / "checkpoint-2" / "masks.safetensors"))
-    assert torch.equal(prunable.mask_logits.heads.detach(), saved_masks["log_alpha.heads"])
-    assert prunable.fixed_heads is None  # training resumes from the learned logits, not a binarized mask
+    assert torch.equal(prunable.mask_logits.heads.detach(), saved_masks["logits.heads"])
+    assert prunable.mask_state.fixed.get("heads") is None  # training resumes from the learned logits, not a binarized mask
 
 
 # ---------------------------------------------------------------------------------------------- forced units
@@ -741,7 +742,7 @@ def test_mean_ablation_trains_and_checkpoints_carry_the_means(tmp_path):
     args = prune_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2)
     PruningTrainer(model=prunable, args=args, train_dataset=data).train()
     saved = load_file(str(tmp_path / "checkpoint-2" / "masks.safetensors"))
-    assert torch.equal(saved["means.heads"], prunable.head_means.cpu())
+    assert torch.equal(saved["means.heads"], prunable.get_means()["heads"].cpu())
 
 
 def test_faithfulness_of_the_final_masks(tmp_path):
@@ -829,8 +830,8 @@ def test_nonfinite_loss_stops_with_step_and_last_good_masks(tmp_path):
     saved = tmp_path / "last-good-masks" / "masks.safetensors"
     assert saved.is_file()
     tensors = load_file(str(saved))
-    assert torch.isfinite(tensors["log_alpha.heads"]).all()
-    assert torch.equal(tensors["log_alpha.heads"], good["heads"])  # the masks after step 3, before the bad batch
+    assert torch.isfinite(tensors["logits.heads"]).all()
+    assert torch.equal(tensors["logits.heads"], good["heads"])  # the masks after step 3, before the bad batch
 
 
 def test_non_frozen_base_model_errors(tmp_path):

@@ -1,0 +1,113 @@
+"""What a mask granularity provides, so that `PrunableModel` can orchestrate any of them the same way.
+
+A granularity says which *kinds* of masks a model has and their shapes (`MaskKind`: heads `[L, H]`, MLP blocks
+`[L]`, or the encoder / decoder / cross-attention heads of a seq2seq model, each its own kind), attaches the hooks
+that apply the current masks (`attach`), names the activations whose means mean ablation needs (`mean_sites`), and
+records the facts about the model an artifact must match (`describe`). It never owns mask state: logits, fixed and
+forced masks and means live in `PrunableModel`, which every hook asks through the `MaskSource` protocol.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from ..ablation.means import ActivationSite
+
+__all__ = ["ActivationSite", "Granularity", "MaskKind", "MaskSource"]
+
+
+@dataclass(frozen=True)
+class MaskKind:
+    """One kind of mask: its shape, what its entries are, and what one entry stands for.
+
+    `params_per_entry` weights the parameter-weighted sparsity. Entries along `layer_dim` belong to one layer (for
+    per-layer top-k and per-layer statistics); `stack` keeps layers of different stacks (encoder, decoder) apart.
+    `means_shape` is the shape of the mean activations mean ablation needs (None: this kind has no mean ablation).
+    `dims` names the dimensions for error messages (`("num_layers", "num_heads")`).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    role: str
+    params_per_entry: float = 1.0
+    stack: str = ""
+    layer_dim: int | None = 0
+    means_shape: tuple[int, ...] | None = None
+    label_prefix: str = ""
+    dims: tuple[str, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        count = 1
+        for size in self.shape:
+            count *= size
+        return count
+
+    def layer_index(self) -> torch.Tensor:
+        """The layer of every entry (same shape as the mask); all 0 when the kind has no layer dimension."""
+        if self.layer_dim is None:
+            return torch.zeros(self.shape, dtype=torch.long)
+        view = [1] * len(self.shape)
+        view[self.layer_dim] = self.shape[self.layer_dim]
+        return torch.arange(self.shape[self.layer_dim]).view(view).expand(self.shape)
+
+    def label(self, index: tuple[int, ...]) -> str:
+        """"L4.H0" for a head, "L3.MLP" for an MLP block (with the kind's prefix, e.g. "dec."), else kind[i, j]."""
+        if self.role == "heads" and len(index) == 2:
+            return f"{self.label_prefix}L{index[0]}.H{index[1]}"
+        if self.role == "mlps" and len(index) == 1:
+            return f"{self.label_prefix}L{index[0]}.MLP"
+        return f"{self.name}[{', '.join(str(i) for i in index)}]"
+
+
+class MaskSource(Protocol):
+    """What hooks ask the wrapper at every forward pass (implemented by `PrunableModel`)."""
+
+    def active_mask(self, kind: str) -> torch.Tensor | None:
+        """This forward pass's mask of `kind`, or None to leave the activation alone (masks off, kind not pruned)."""
+
+    def ablation_reference(self, kind: str, layer: int, x: torch.Tensor) -> torch.Tensor | None:
+        """What replaces a masked value of `kind` in `layer`: a mean, another example's activation, or None (zero)."""
+
+
+class Granularity(ABC):
+    """Base class of the mask granularities (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    # Ablation modes this granularity can apply; mean and resample need activations to stand in for masked ones.
+    ablations: ClassVar[tuple[str, ...]] = ("zero",)
+    # Relaxations it supports (None: every registered one).
+    relaxations: ClassVar[tuple[str, ...] | None] = None
+
+    def __init__(self, model: nn.Module, config: Any) -> None:
+        self.model = model
+        self.config = config
+
+    # The resolved architecture, for granularities that hook per-layer modules of a Transformers model.
+    architecture: Any = None
+
+    @abstractmethod
+    def kinds(self) -> dict[str, MaskKind]:
+        """Every mask kind of the wrapped model, in a fixed order."""
+
+    def enabled(self, kind: MaskKind) -> bool:
+        """Whether masks of `kind` are learned (a kind that is not is always kept)."""
+        return True
+
+    @abstractmethod
+    def attach(self, source: MaskSource) -> list[RemovableHandle]:
+        """Register the hooks that apply `source`'s masks; they are removed by `PrunableModel.unwrap()`."""
+
+    def mean_sites(self) -> dict[str, list[ActivationSite]]:
+        """Per kind, one site per layer whose mean activation mean ablation needs (default: none)."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the wrapped model recorded in `PruningConfig` (an artifact must match them to load)."""
+        return {}

@@ -1,0 +1,105 @@
+"""Attention heads and MLP blocks, masked through hooks on the projections the architecture map names.
+
+A head's mask acts on its slice of the attention output projection's *input* (the per-head context vectors, before
+W_O), so it works for every attention implementation and for grouped-query attention (the masks act on query
+heads). An MLP block's mask acts on the MLP output projection's *output*, before any residual add or LayerNorm.
+A single-stack model has the kinds `heads` `[L, H]` and `mlps` `[L]`; an encoder-decoder model has
+`encoder_heads`, `encoder_mlps`, `decoder_heads`, `cross_heads` and `decoder_mlps`, each its own shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from ...ablation.apply import mask_block, mask_heads
+from ...architectures.resolve import ResolvedStack, resolve_architecture
+from ..base import ActivationSite, Granularity, MaskKind, MaskSource
+
+__all__ = ["UnitGranularity"]
+
+_PREFIX = {"": "", "encoder": "enc.", "decoder": "dec."}
+
+
+class UnitGranularity(Granularity):
+    """Heads and MLP blocks of every stack of a Transformers model (see the module docstring)."""
+
+    name = "unit"
+    ablations = ("mean", "zero", "resample")
+
+    def __init__(self, model: torch.nn.Module, config: Any) -> None:
+        super().__init__(model, config)
+        self.architecture = resolve_architecture(model, config)
+        # kind name -> (its MaskKind, the stack it belongs to, the modules it hooks, "input" (heads) or "output")
+        self._plan: dict[str, tuple[MaskKind, ResolvedStack, list[torch.nn.Module], str]] = {}
+        for stack in self.architecture.stacks:
+            self._add_stack(stack)
+
+    def _add_stack(self, stack: ResolvedStack) -> None:
+        def name(role: str) -> str:
+            return f"{stack.name}_{role}" if stack.name else role
+
+        prefix, layers, heads = _PREFIX.get(stack.name, f"{stack.name}."), stack.num_layers, stack.num_heads
+        self._add(MaskKind(name("heads"), (layers, heads), "heads", stack.head_param_count, stack.name,
+                           means_shape=(layers, heads, stack.head_dim), label_prefix=prefix,
+                           dims=("num_layers", "num_heads")),
+                  stack, stack.attention_outputs, "input")
+        if stack.cross_attention_outputs:
+            self._add(MaskKind("cross_heads", (layers, heads), "heads", stack.cross_head_param_count, stack.name,
+                               means_shape=(layers, heads, stack.head_dim), label_prefix="cross.",
+                               dims=("num_layers", "num_heads")),
+                      stack, stack.cross_attention_outputs, "input")
+        self._add(MaskKind(name("mlps"), (layers,), "mlps", stack.mlp_param_count, stack.name,
+                           means_shape=(layers, stack.hidden_size), label_prefix=prefix, dims=("num_layers",)),
+                  stack, stack.mlp_outputs, "output")
+
+    def _add(self, kind: MaskKind, stack: ResolvedStack, modules: list[torch.nn.Module], where: str) -> None:
+        self._plan[kind.name] = (kind, stack, modules, where)
+
+    def kinds(self) -> dict[str, MaskKind]:
+        return {name: entry[0] for name, entry in self._plan.items()}
+
+    def enabled(self, kind: MaskKind) -> bool:
+        return bool(self.config.prune_heads if kind.role == "heads" else self.config.prune_mlps)
+
+    def mean_sites(self) -> dict[str, list[ActivationSite]]:
+        return {name: [ActivationSite(module, where) for module in modules]
+                for name, (_, _, modules, where) in self._plan.items()}
+
+    def attach(self, source: MaskSource) -> list[RemovableHandle]:
+        handles = []
+        for name, (kind, stack, modules, where) in self._plan.items():
+            for layer, module in enumerate(modules):
+                if where == "input":
+                    handles.append(module.register_forward_pre_hook(
+                        _head_hook(source, name, layer, stack.num_heads)))
+                else:
+                    handles.append(module.register_forward_hook(_block_hook(source, name, layer)))
+        return handles
+
+    def describe(self) -> dict[str, Any]:
+        arch = self.architecture
+        return {"model_type": arch.model_type, "num_layers": arch.num_layers, "num_heads": arch.num_heads,
+                "head_dim": arch.head_dim, "hidden_size": arch.hidden_size}
+
+
+def _head_hook(source: MaskSource, kind: str, layer: int, num_heads: int) -> Callable:
+    def hook(module: torch.nn.Module, args: tuple) -> tuple | None:
+        z = source.active_mask(kind)
+        if z is None or not args:
+            return None
+        x = args[0]
+        masked = mask_heads(x, z[layer], source.ablation_reference(kind, layer, x), num_heads)
+        return (masked,) + tuple(args[1:])
+    return hook
+
+
+def _block_hook(source: MaskSource, kind: str, layer: int) -> Callable:
+    def hook(module: torch.nn.Module, args: tuple, output: Any) -> Any:
+        z = source.active_mask(kind)
+        if z is None or not isinstance(output, torch.Tensor):
+            return None
+        return mask_block(output, z[layer], source.ablation_reference(kind, layer, output))
+    return hook

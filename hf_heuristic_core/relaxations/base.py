@@ -1,0 +1,49 @@
+"""What a relaxation provides: the distribution that turns learned logits into mask values.
+
+A relaxation never sees a model. It initializes logits (always fp32: small updates to logits near 10 vanish in
+bf16), draws training-time masks from them, gives their noise-free value and their expected keep probability (the
+expected L0 the sparsity penalty uses), and owns its paper's own rule for binary masks. Exact top-k binarization at
+a requested sparsity (`relaxations.binarize`) works for every relaxation on its logits.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+
+__all__ = ["Relaxation"]
+
+
+class Relaxation(ABC):
+    """Base class of the mask distributions (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    # Logit that pins a forced unit in (its negative pins it out); the Heuristic Core's code uses +/-10.
+    pinned_logit: ClassVar[float] = 10.0
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: Any) -> "Relaxation":
+        """The relaxation with the constants of a `PruningConfig`."""
+
+    @abstractmethod
+    def init_logits(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
+        """Fresh fp32 logits of `shape` (reproducible from `generator`)."""
+
+    @abstractmethod
+    def sample(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A training-time mask, differentiable with respect to `logits`; noise is drawn on their device."""
+
+    @abstractmethod
+    def deterministic(self, logits: torch.Tensor) -> torch.Tensor:
+        """The noise-free (soft) mask value."""
+
+    @abstractmethod
+    def prob_keep(self, logits: torch.Tensor) -> torch.Tensor:
+        """The probability that each entry is kept (non-zero): its expected L0. Differentiable."""
+
+    @abstractmethod
+    def threshold_masks(self, logits: torch.Tensor, threshold: float) -> torch.Tensor:
+        """The relaxation's own binarization rule (its paper's), for one mask tensor."""
