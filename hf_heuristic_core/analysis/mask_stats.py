@@ -18,7 +18,6 @@ Conventions
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 
@@ -26,22 +25,11 @@ import numpy as np
 import torch
 
 from ..errors import MaskShapeError, PruningError
+from ..relaxations.binarize import check_sparsity
 
 __all__ = [
-    "MaskStatsError",
-    "CoreResult",
-    "realized_sparsity",
-    "unit_frequency",
-    "head_frequency",
-    "mlp_frequency",
-    "joint_frequency",
-    "core",
-    "spearman",
-    "iou",
-    "iomin",
-    "random_like",
-    "random_from_complement",
-    "inverse",
+    "MaskStatsError", "CoreResult", "realized_sparsity", "unit_frequency", "head_frequency", "mlp_frequency",
+    "joint_frequency", "core", "spearman", "iou", "iomin", "random_like", "random_from_complement", "inverse",
 ]
 
 MaskLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
@@ -162,14 +150,6 @@ def _per_layer_counts(mask: torch.Tensor) -> torch.Tensor:
     return mask.reshape(mask.shape[0], -1).sum(dim=1)
 
 
-def _check_fraction(value: float, what: str) -> float:
-    value = float(value)
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        hint = f" (pass fractions, e.g. {value / 100:g} not {value:g})" if 1.0 < value <= 100.0 else ""
-        raise MaskStatsError(f"{what} must be a fraction in [0, 1], got {value!r}{hint}")
-    return value
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # Frequencies and the core
 # --------------------------------------------------------------------------------------------------------------------
@@ -245,7 +225,7 @@ def core(masks: MaskLike, sparsity: float | None = None) -> CoreResult:
     if sparsity is None:
         s = 1.0 - float(stacked.sum()) / (k * n)
     else:
-        s = _check_fraction(sparsity, "sparsity")
+        s = check_sparsity(sparsity, "sparsity", allow_one=True, error=MaskStatsError)
     core_mask = stacked.prod(dim=0)
     units = [tuple(int(i) for i in idx) for idx in core_mask.nonzero().tolist()]
     return CoreResult(
@@ -264,22 +244,15 @@ def core(masks: MaskLike, sparsity: float | None = None) -> CoreResult:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties sharing the mean of the ranks they span (what Spearman's rho needs)."""
-    from scipy.stats import rankdata
-
-    return rankdata(x, method="average")
-
-
 def spearman(freq_a: MaskLike, freq_b: MaskLike) -> tuple[float, float]:
     """Spearman's rho between two frequency vectors (flattened), with its two-sided p-value.
 
-    rho is the Pearson correlation of average ranks (ties share ranks). The p-value uses the t approximation
-    ``t = rho * sqrt((n - 2) / (1 - rho**2))`` with ``n - 2`` degrees of freedom, as scipy.stats.spearmanr does.
-    Raises if the shapes differ, fewer than 3 values are given, a value is not finite, or either input is constant
-    (rho is then 0/0).
+    `scipy.stats.spearmanr` computes both (average ranks for ties; the p-value from the t distribution with
+    ``n - 2`` degrees of freedom). The checks before it turn what scipy would answer with NaN and a warning into an
+    error that names the problem: shapes that differ, fewer than 3 values, a value that is not finite, or a
+    constant input (rho is then 0/0).
     """
-    from scipy.stats import t as t_dist
+    from scipy.stats import spearmanr
 
     a = _to_tensor(freq_a, "freq_a")
     b = _to_tensor(freq_b, "freq_b")
@@ -300,17 +273,8 @@ def spearman(freq_a: MaskLike, freq_b: MaskLike) -> tuple[float, float]:
             raise MaskStatsError(
                 f"{name} is constant (every value is {v[0]:g}); Spearman's rho is undefined for a constant input"
             )
-    ra = _average_ranks(x)
-    rb = _average_ranks(y)
-    ra = ra - ra.mean()
-    rb = rb - rb.mean()
-    rho = float(np.dot(ra, rb) / math.sqrt(np.dot(ra, ra) * np.dot(rb, rb)))
-    rho = max(-1.0, min(1.0, rho))
-    if abs(rho) == 1.0:
-        return rho, 0.0
-    t_stat = rho * math.sqrt((n - 2) / (1.0 - rho * rho))
-    p = float(2.0 * t_dist.sf(abs(t_stat), n - 2))
-    return rho, p
+    rho, p = spearmanr(x, y)
+    return float(rho), float(p)
 
 
 # --------------------------------------------------------------------------------------------------------------------

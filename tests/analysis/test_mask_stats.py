@@ -130,10 +130,20 @@ def test_core_paper_chance_size() -> None:
 
 
 def test_core_rejects_percent_sparsity() -> None:
-    with pytest.raises(MaskStatsError, match=r"pass fractions, e.g. 0.7 not 70"):
+    with pytest.raises(MaskStatsError, match=r"pass fractions, e.g. 0.7 for 70%"):
         core(SET_A, sparsity=70)
     with pytest.raises(MaskStatsError, match=r"fraction in \[0, 1\]"):
         core(SET_A, sparsity=-0.1)
+
+
+def test_core_sparsity_goes_through_the_shared_fraction_check() -> None:
+    # check_sparsity(allow_one=True, error=MaskStatsError): 1.0 is a valid sparsity, booleans and strings are not.
+    assert core(SET_A, sparsity=1.0).chance_size == 0.0
+    assert core(SET_A, sparsity=np.float32(0.5)).chance_size == pytest.approx(6 * 0.5**3)
+    with pytest.raises(MaskStatsError, match=r"sparsity must be a number, a fraction such as 0.5, got True"):
+        core(SET_A, sparsity=True)
+    with pytest.raises(MaskStatsError, match=r"sparsity must be a fraction in \[0, 1\], got nan"):
+        core(SET_A, sparsity=float("nan"))
 
 
 def test_realized_sparsity() -> None:
@@ -211,6 +221,22 @@ def test_spearman_matches_scipy_on_random_frequencies(seed: int) -> None:
     ref = scipy.stats.spearmanr(a.ravel(), b.ravel())
     assert rho == pytest.approx(ref.statistic, rel=1e-12)
     assert p == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ([1, 2, 2, 3], [1, 3, 2, 4]),
+        ([3, 2, 1, 0, 2, 1, 2, 1], [3, 1, 0, 0, 1, 0, 1, 0]),        # the report test's head frequencies
+        ([0.5, 0.25, 0.25, 1.0, 0.0], [1, 2, 3, 4, 5]),
+        ([[12, 0, 3], [3, 7, 12]], [[11, 1, 3], [2, 7, 12]]),            # 2-D frequencies are flattened
+    ],
+)
+def test_spearman_is_scipys_spearmanr(a, b) -> None:
+    ref = scipy.stats.spearmanr(np.ravel(a), np.ravel(b))
+    rho, p = spearman(a, b)
+    assert (rho, p) == (float(ref.statistic), float(ref.pvalue))
+    assert type(rho) is float and type(p) is float
 
 
 def test_spearman_perfect_and_anti() -> None:
@@ -364,3 +390,4 @@ def test_random_from_complement_errors() -> None:
         random_from_complement(MASK, num_keep=[-1, 0, 0, 0])
     with pytest.raises(TypeError, match=r"int seed"):
         random_like(MASK, generator="seed")
+
