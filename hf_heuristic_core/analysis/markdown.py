@@ -114,9 +114,10 @@ def _controls_markdown(report: Mapping[str, Any]) -> list[str]:
     if not report["controls"]:
         return []
     names, full = report["eval_sets"], report["full_model"]
-    lines = ["## Control subnetworks", "", "Accuracy of the first seed's subnetwork next to random subnetworks with the "
-             "same number of heads per layer (random_like), random subnetworks drawn from the units it prunes "
-             "(random_from_complement) and its complement (inverse).", ""]
+    lines = ["## Control subnetworks", "",
+             "Accuracy of the first seed's subnetwork next to random subnetworks with the same number of heads per "
+             "layer (random_like), random subnetworks with as many units drawn from the units it prunes "
+             "(random_from_complement; the whole complement where that is smaller) and its complement (inverse).", ""]
     learned = {(r["sparsity"], r["seed"]): r for r in report["results"]}
     rows = [["full model", "–", "0.00", *[_pct(full.get(n)) for n in names]]]
     for sparsity in report["sparsities"]:
@@ -129,7 +130,11 @@ def _controls_markdown(report: Mapping[str, Any]) -> list[str]:
                          f"{source['realized_sparsity']:.2f}", *[_pct(source.get(n)) for n in names]])
         rows += [[c["control"], f"{sparsity:.0%}", f"{c['realized_sparsity']:.2f}",
                   *[_pct(c.get(n)) for n in names]] for c in controls]
-    return lines + _table(["subnetwork", "sparsity", "realized sparsity", *names], rows)
+    lines += _table(["subnetwork", "sparsity", "realized sparsity", *names], rows)
+    for control in report["controls"]:
+        if control.get("note"):
+            lines += [f"Note on {control['control']} at {control['sparsity']:.0%} sparsity: {control['note']}", ""]
+    return lines
 
 
 def _ablation_markdown(ablation: Mapping[str, Any] | None, figures: Mapping[str, str],

@@ -350,7 +350,8 @@ def random_like(mask: MaskLike, generator: GeneratorLike = None, *, per_layer: b
 
     The control for "is it *these* units or just this many per layer?". Uniform over all masks with those counts.
     With ``per_layer=False`` only the total count is preserved; use that for 1-D (MLP) masks, where each layer is a
-    single unit and per-layer preservation would return ``mask`` unchanged. ``generator``: a torch.Generator, an int seed, or None for torch's global RNG.
+    single unit and per-layer preservation would return ``mask`` unchanged. ``generator``: a torch.Generator, an
+    int seed, or None for torch's global RNG.
     """
     m = _as_mask(mask)
     g = _make_generator(generator)
@@ -366,6 +367,7 @@ def random_from_complement(
     generator: GeneratorLike = None,
     *,
     per_layer: bool = True,
+    redistribute: bool = False,
 ) -> torch.Tensor:
     """A random mask whose kept units all lie among the units ``mask`` prunes (a disjoint control subnetwork).
 
@@ -378,13 +380,32 @@ def random_from_complement(
     * an int: that many units in total, drawn uniformly from the whole complement (``per_layer`` is ignored).
     * a sequence / 1-D tensor of length ``num_layers``: that many units in each layer.
 
-    Asking for more units than the complement holds raises. ``generator``: a torch.Generator, an int seed, or None for torch's global RNG.
+    ``redistribute=True`` (with ``num_keep=None``) makes the control as dense as ``mask`` wherever the complement
+    allows: each layer first keeps ``min(kept_i, pruned_i)`` units as above, then the units that full layers could
+    not place are drawn uniformly from the rest of the complement, in any layer. The result keeps exactly as many
+    units as ``mask`` when ``mask`` prunes at least as many units as it keeps, and the whole complement otherwise
+    (check the count). On a 1-D mask it equals ``per_layer=False``.
+
+    Asking for more units than the complement holds raises. ``generator``: a torch.Generator, an int seed, or None
+    for torch's global RNG.
     """
     m = _as_mask(mask)
     g = _make_generator(generator)
     layers = m.reshape(m.shape[0], -1)
     free = layers == 0
     scope = "layer"
+    if redistribute and num_keep is not None:
+        raise MaskStatsError(
+            "redistribute=True spreads the default counts (as many units as mask keeps); "
+            "pass num_keep=None with it, or drop redistribute to draw exactly num_keep units"
+        )
+    if redistribute:
+        kept = layers.sum(dim=1)
+        out = _scatter_random(free, torch.minimum(kept, free.sum(dim=1)), g)
+        leftover = (free & (out == 0)).reshape(1, -1)
+        missing = int(kept.sum() - out.sum())
+        out += _scatter_random(leftover, torch.tensor([min(missing, int(leftover.sum()))]), g).reshape(out.shape)
+        return _restore_type(out.reshape(m.shape), mask)
     if num_keep is None and per_layer:
         rows, counts = free, torch.minimum(layers.sum(dim=1), free.sum(dim=1))
     elif num_keep is None:

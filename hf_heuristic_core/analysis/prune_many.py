@@ -29,8 +29,8 @@ from .units import read_masks, run_name, sparsity_tag
 logger = logging.getLogger(__name__)
 
 # `hf_heuristic_core` resolves these public names through this module (its `_EXPORTS`), so they are imported here.
-__all__ = ["AblationTable", "PruneManyResult", "ablation_table", "control_masks", "datasets_from_spec",
-           "prune_many"]
+__all__ = ["AblationTable", "PruneManyResult", "ablation_table", "complement_mix", "complement_shortfall",
+           "control_masks", "datasets_from_spec", "prune_many"]
 
 MASKS_FILE = "masks.safetensors"
 CONFIG_FILE = "pruning_config.json"
@@ -95,7 +95,7 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
     `analyze` can rebuild the evaluation sets. Finished runs (artifact + result.json) are skipped; a run whose
     artifact exists but whose evaluation did not finish is evaluated from the artifact without re-training.
     `controls`: also evaluate the control subnetworks (random with the same per-layer counts, random from the
-    complement, inverse) of the first seed's mask at each sparsity; see `control_masks`.
+    complement with as many units, inverse) of the first seed's mask at each sparsity; see `control_masks`.
     """
     from ..training.arguments import PruningArguments
     from ..training.trainer import PruningTrainer
@@ -193,18 +193,62 @@ def control_masks(masks: Mapping[str, torch.Tensor], pruned_kinds: Sequence[str]
                   generator: torch.Generator) -> dict[str, dict[str, torch.Tensor]]:
     """The three control subnetworks of one learned mask (masks by kind); kinds that were not pruned stay all-ones.
 
-    random_like: the same number of kept units in every layer; random_from_complement: units the mask prunes, as
-    many per layer as it keeps there, capped by that layer's complement; inverse: the complement itself. Kinds with
-    one unit per layer (MLP blocks) count over the whole mask instead, where per layer would copy the mask.
+    random_like: the same number of kept units in every layer (over the whole mask for kinds with one unit per
+    layer, such as MLP blocks, where per layer would copy the mask). random_from_complement: only units the mask
+    prunes, as many as it keeps (see `_matched_complement`), or the whole complement where that is smaller.
+    inverse: the complement itself.
     """
     learned = {kind: mask.long() for kind, mask in masks.items()}
-    draws = {
-        "random_like": lambda m: random_like(m, generator, per_layer=m.dim() > 1),
-        "random_from_complement": lambda m: random_from_complement(m, generator=generator, per_layer=m.dim() > 1),
-        "inverse": inverse,
-    }
-    return {name: {kind: (draw(m) if kind in pruned_kinds else torch.ones_like(m)).float()
-                   for kind, m in learned.items()} for name, draw in draws.items()}
+    pruned = {kind: mask for kind, mask in learned.items() if kind in pruned_kinds}
+    drawn = {"random_like": {kind: random_like(m, generator, per_layer=m.dim() > 1) for kind, m in pruned.items()},
+             "random_from_complement": _matched_complement(pruned, generator),
+             "inverse": {kind: inverse(m) for kind, m in pruned.items()}}
+    return {name: {kind: control.get(kind, torch.ones_like(m)).float() for kind, m in learned.items()}
+            for name, control in drawn.items()}
+
+
+def _matched_complement(masks: Mapping[str, torch.Tensor], generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Units `masks` prune, as many as they keep, so the control is as sparse as the learned subnetwork.
+
+    Each layer first takes as many units as the mask keeps there from its own complement; what a full layer cannot
+    take goes to other layers of its kind, and what a kind's complement cannot hold to other kinds' complements,
+    each time drawn uniformly from the complement units still free. Where the whole complement is smaller than the
+    kept set, all of it is kept.
+    """
+    control = {kind: random_from_complement(m, generator=generator, redistribute=True) for kind, m in masks.items()}
+    if not masks:
+        return control
+    taken = torch.cat([(masks[kind] + control[kind]).flatten() for kind in masks])
+    missing = sum(int(m.sum()) for m in masks.values()) - sum(int(c.sum()) for c in control.values())
+    extra = random_from_complement(taken, num_keep=min(missing, int((taken == 0).sum())), generator=generator)
+    for kind, part in zip(masks, extra.split([m.numel() for m in masks.values()])):
+        control[kind] = control[kind] + part.reshape(masks[kind].shape)
+    return control
+
+
+def complement_shortfall(masks: Mapping[str, torch.Tensor], control: Mapping[str, torch.Tensor],
+                         pruned_kinds: Sequence[str]) -> str | None:
+    """The note (and warning) of a complement control that keeps fewer units than the learned mask."""
+    kept = sum(int(masks[kind].sum()) for kind in pruned_kinds)
+    pruned = sum(masks[kind].numel() for kind in pruned_kinds) - kept
+    if sum(int(control[kind].sum()) for kind in pruned_kinds) >= kept:
+        return None
+    return (f"The learned subnetwork keeps more units than it prunes ({kept} kept, {pruned} pruned), so this control "
+            "keeps the whole complement and is sparser than the learned subnetwork.")
+
+
+def complement_mix(masks: Mapping[str, torch.Tensor], control: Mapping[str, torch.Tensor],
+                   pruned_kinds: Sequence[str]) -> str | None:
+    """The note of a complement control with as many units as the learned mask in another mix of kinds."""
+    if sum(int(control[kind].sum()) for kind in pruned_kinds) != sum(int(masks[kind].sum()) for kind in pruned_kinds):
+        return None
+    mix = [f"{kind}: {int(masks[kind].sum())} kept, {int(control[kind].sum())} drawn" for kind in pruned_kinds
+           if int(control[kind].sum()) != int(masks[kind].sum())]
+    if not mix:
+        return None
+    return (f"The units come in another mix of kinds than the learned subnetwork's ({'; '.join(mix)}): where the "
+            "complement of a kind was smaller than what the learned subnetwork keeps of it, the rest was drawn from "
+            "other kinds' complements.")
 
 
 def _run_controls(model: PrunableModel, runs_dir: Path, eval_sets: Mapping[str, Any], sparsities: Sequence[float],
@@ -219,10 +263,16 @@ def _run_controls(model: PrunableModel, runs_dir: Path, eval_sets: Mapping[str, 
             if (folder / RESULT_NAME).is_file():
                 continue
             folder.mkdir(parents=True, exist_ok=True)
+            note = None
+            if kind == "random_from_complement":
+                short = complement_shortfall(learned, control, kinds)
+                if short:
+                    logger.warning("%s: %s", folder.name, short)
+                note = short or complement_mix(learned, control, kinds)
             evaluation = evaluate_subnetwork(model, eval_sets, masks=control, full_model_cache=cache, **eval_kwargs)
             report = model.sparsity_report(control)
             write_json(folder / RESULT_NAME, {
                 "run": folder.name, "control": kind, "sparsity": float(sparsity), "source_seed": int(seeds[0]),
                 "realized_sparsity": report["sparsity"], "units_kept": report["units_kept"],
                 "units_total": report["units_total"], "eval": evaluation,
-                "masks": {k: m.int().tolist() for k, m in control.items()}})
+                "masks": {k: m.int().tolist() for k, m in control.items()}, **({"note": note} if note else {})})

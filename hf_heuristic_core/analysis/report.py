@@ -22,7 +22,7 @@ from ..data.spec import MissingDataSpecError, eval_sets_from_spec
 from ..io_utils import atomic_write_text
 from .ablation_table import ablation_table
 from .markdown import render_markdown
-from .results import MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
+from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
 from .statistics import load_run_masks, mask_statistics
 from .units import parse_unit, sparsity_tag, unit_kind, unit_label
 
@@ -204,7 +204,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
         "sparsities": sorted(masks), "seeds": sorted({r["seed"] for r in results.results}),
         "full_model": results.full_model, "summary": results.summary, "faithfulness": faithfulness(results.results,
                                                                                                    names),
-        "results": results.results, "controls": results.controls,
+        "results": results.results, "controls": _note_short_controls(results.results, results.controls, runs_dir),
         "mask_statistics": stats,
     }
     report["core_sparsity"] = chosen_sparsity
@@ -265,3 +265,24 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     logger.info("Report written to %s", report_dir / "report.md")
     return report
 
+
+def _note_short_controls(results: Sequence[Mapping[str, Any]], controls: Sequence[Mapping[str, Any]],
+                         runs_dir: Path) -> list[dict[str, Any]]:
+    """Control rows, with a note (and a warning) on complement controls that keep fewer units than their learned
+    subnetwork and say nothing about it: those of runs folders written before complement controls matched the
+    learned mask's size, which `prune_many` keeps when it resumes."""
+    learned = {(r["sparsity"], r["seed"]): r for r in results}
+    rows = []
+    for control in controls:
+        control = dict(control)
+        source = learned.get((control["sparsity"], control.get("source_seed")), {})
+        kept, wanted = control.get("units_kept"), source.get("units_kept")
+        if (control.get("control") == "random_from_complement" and not control.get("note")
+                and kept is not None and wanted is not None and kept < wanted):
+            control["note"] = (f"it keeps {kept} units, fewer than the {wanted} of the learned subnetwork: it was "
+                               "drawn by an older prune_many, which capped each layer at that layer's complement. "
+                               f"Delete {runs_dir / CONTROLS_DIR / control['run']} and run prune_many again to "
+                               "redraw it.")
+            logger.warning("Control %s: %s", control["run"], control["note"])
+        rows.append(control)
+    return rows

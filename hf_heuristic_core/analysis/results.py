@@ -35,7 +35,8 @@ RESULTS_NAME = "results.json"
 FULL_MODEL_NAME = "full_model.json"
 CONTROLS_DIR = "controls"
 CONTROL_KINDS = ("random_like", "random_from_complement", "inverse")
-ROW_KEYS = ("run", "sparsity", "seed", "control", "source_seed", "realized_sparsity", "units_kept", "units_total")
+ROW_KEYS = ("run", "sparsity", "seed", "control", "source_seed", "realized_sparsity", "units_kept", "units_total",
+            "note")
 
 
 def write_json(path: str | os.PathLike, value: Any) -> None:
