@@ -16,7 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from ..config import PruningConfig
+from ..artifacts import MASKS_NAME
+from ..config import CONFIG_NAME, PruningConfig
 from ..data.spec import datasets_from_spec
 from ..evaluation.subnetwork import evaluate_subnetwork
 from ..model import PrunableModel
@@ -32,8 +33,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["AblationTable", "PruneManyResult", "ablation_table", "complement_mix", "complement_shortfall",
            "control_masks", "datasets_from_spec", "prune_many"]
 
-MASKS_FILE = "masks.safetensors"
-CONFIG_FILE = "pruning_config.json"
 RESERVED_OVERRIDES = ("output_dir", "target_sparsity", "seed")
 
 
@@ -42,7 +41,7 @@ def _is_finished(run_dir: Path) -> bool:
 
 
 def _has_artifact(run_dir: Path) -> bool:
-    return (run_dir / MASKS_FILE).is_file() and (run_dir / CONFIG_FILE).is_file()
+    return (run_dir / MASKS_NAME).is_file() and (run_dir / CONFIG_NAME).is_file()
 
 
 def _load_model(model: str | os.PathLike | PrunableModel, pruning_config: PruningConfig | None,
