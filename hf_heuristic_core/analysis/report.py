@@ -202,8 +202,8 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     report: dict[str, Any] = {
         "runs_dir": str(runs_dir), "model": manifest.get("model"), "eval_sets": names,
         "sparsities": sorted(masks), "seeds": sorted({r["seed"] for r in results.results}),
-        "full_model": results.full_model, "summary": results.summary, "faithfulness": faithfulness(results.results,
-                                                                                                   names),
+        "full_model": results.full_model, "summary": results.summary,
+        "faithfulness": faithfulness(results.results, names),
         "results": results.results, "controls": _note_short_controls(results.results, results.controls, runs_dir),
         "mask_statistics": stats,
     }
