@@ -18,7 +18,6 @@ Conventions
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 
@@ -26,22 +25,11 @@ import numpy as np
 import torch
 
 from ..errors import MaskShapeError, PruningError
+from ..relaxations.binarize import check_sparsity
 
 __all__ = [
-    "MaskStatsError",
-    "CoreResult",
-    "realized_sparsity",
-    "unit_frequency",
-    "head_frequency",
-    "mlp_frequency",
-    "joint_frequency",
-    "core",
-    "spearman",
-    "iou",
-    "iomin",
-    "random_like",
-    "random_from_complement",
-    "inverse",
+    "MaskStatsError", "CoreResult", "realized_sparsity", "unit_frequency", "head_frequency", "mlp_frequency",
+    "joint_frequency", "core", "spearman", "iou", "iomin", "random_like", "random_from_complement", "inverse",
 ]
 
 MaskLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
@@ -162,14 +150,6 @@ def _per_layer_counts(mask: torch.Tensor) -> torch.Tensor:
     return mask.reshape(mask.shape[0], -1).sum(dim=1)
 
 
-def _check_fraction(value: float, what: str) -> float:
-    value = float(value)
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        hint = f" (pass fractions, e.g. {value / 100:g} not {value:g})" if 1.0 < value <= 100.0 else ""
-        raise MaskStatsError(f"{what} must be a fraction in [0, 1], got {value!r}{hint}")
-    return value
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # Frequencies and the core
 # --------------------------------------------------------------------------------------------------------------------
@@ -245,7 +225,7 @@ def core(masks: MaskLike, sparsity: float | None = None) -> CoreResult:
     if sparsity is None:
         s = 1.0 - float(stacked.sum()) / (k * n)
     else:
-        s = _check_fraction(sparsity, "sparsity")
+        s = check_sparsity(sparsity, "sparsity", allow_one=True, error=MaskStatsError)
     core_mask = stacked.prod(dim=0)
     units = [tuple(int(i) for i in idx) for idx in core_mask.nonzero().tolist()]
     return CoreResult(
@@ -264,22 +244,15 @@ def core(masks: MaskLike, sparsity: float | None = None) -> CoreResult:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties sharing the mean of the ranks they span (what Spearman's rho needs)."""
-    from scipy.stats import rankdata
-
-    return rankdata(x, method="average")
-
-
 def spearman(freq_a: MaskLike, freq_b: MaskLike) -> tuple[float, float]:
     """Spearman's rho between two frequency vectors (flattened), with its two-sided p-value.
 
-    rho is the Pearson correlation of average ranks (ties share ranks). The p-value uses the t approximation
-    ``t = rho * sqrt((n - 2) / (1 - rho**2))`` with ``n - 2`` degrees of freedom, as scipy.stats.spearmanr does.
-    Raises if the shapes differ, fewer than 3 values are given, a value is not finite, or either input is constant
-    (rho is then 0/0).
+    `scipy.stats.spearmanr` computes both (average ranks for ties; the p-value from the t distribution with
+    ``n - 2`` degrees of freedom). The checks before it turn what scipy would answer with NaN and a warning into an
+    error that names the problem: shapes that differ, fewer than 3 values, a value that is not finite, or a
+    constant input (rho is then 0/0).
     """
-    from scipy.stats import t as t_dist
+    from scipy.stats import spearmanr
 
     a = _to_tensor(freq_a, "freq_a")
     b = _to_tensor(freq_b, "freq_b")
@@ -300,17 +273,8 @@ def spearman(freq_a: MaskLike, freq_b: MaskLike) -> tuple[float, float]:
             raise MaskStatsError(
                 f"{name} is constant (every value is {v[0]:g}); Spearman's rho is undefined for a constant input"
             )
-    ra = _average_ranks(x)
-    rb = _average_ranks(y)
-    ra = ra - ra.mean()
-    rb = rb - rb.mean()
-    rho = float(np.dot(ra, rb) / math.sqrt(np.dot(ra, ra) * np.dot(rb, rb)))
-    rho = max(-1.0, min(1.0, rho))
-    if abs(rho) == 1.0:
-        return rho, 0.0
-    t_stat = rho * math.sqrt((n - 2) / (1.0 - rho * rho))
-    p = float(2.0 * t_dist.sf(abs(t_stat), n - 2))
-    return rho, p
+    rho, p = spearmanr(x, y)
+    return float(rho), float(p)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -386,7 +350,8 @@ def random_like(mask: MaskLike, generator: GeneratorLike = None, *, per_layer: b
 
     The control for "is it *these* units or just this many per layer?". Uniform over all masks with those counts.
     With ``per_layer=False`` only the total count is preserved; use that for 1-D (MLP) masks, where each layer is a
-    single unit and per-layer preservation would return ``mask`` unchanged. ``generator``: a torch.Generator, an int seed, or None for torch's global RNG.
+    single unit and per-layer preservation would return ``mask`` unchanged. ``generator``: a torch.Generator, an
+    int seed, or None for torch's global RNG.
     """
     m = _as_mask(mask)
     g = _make_generator(generator)
@@ -402,6 +367,7 @@ def random_from_complement(
     generator: GeneratorLike = None,
     *,
     per_layer: bool = True,
+    redistribute: bool = False,
 ) -> torch.Tensor:
     """A random mask whose kept units all lie among the units ``mask`` prunes (a disjoint control subnetwork).
 
@@ -414,13 +380,32 @@ def random_from_complement(
     * an int: that many units in total, drawn uniformly from the whole complement (``per_layer`` is ignored).
     * a sequence / 1-D tensor of length ``num_layers``: that many units in each layer.
 
-    Asking for more units than the complement holds raises. ``generator``: a torch.Generator, an int seed, or None for torch's global RNG.
+    ``redistribute=True`` (with ``num_keep=None``) makes the control as dense as ``mask`` wherever the complement
+    allows: each layer first keeps ``min(kept_i, pruned_i)`` units as above, then the units that full layers could
+    not place are drawn uniformly from the rest of the complement, in any layer. The result keeps exactly as many
+    units as ``mask`` when ``mask`` prunes at least as many units as it keeps, and the whole complement otherwise
+    (check the count). On a 1-D mask it equals ``per_layer=False``.
+
+    Asking for more units than the complement holds raises. ``generator``: a torch.Generator, an int seed, or None
+    for torch's global RNG.
     """
     m = _as_mask(mask)
     g = _make_generator(generator)
     layers = m.reshape(m.shape[0], -1)
     free = layers == 0
     scope = "layer"
+    if redistribute and num_keep is not None:
+        raise MaskStatsError(
+            "redistribute=True spreads the default counts (as many units as mask keeps); "
+            "pass num_keep=None with it, or drop redistribute to draw exactly num_keep units"
+        )
+    if redistribute:
+        kept = layers.sum(dim=1)
+        out = _scatter_random(free, torch.minimum(kept, free.sum(dim=1)), g)
+        leftover = (free & (out == 0)).reshape(1, -1)
+        missing = int(kept.sum() - out.sum())
+        out += _scatter_random(leftover, torch.tensor([min(missing, int(leftover.sum()))]), g).reshape(out.shape)
+        return _restore_type(out.reshape(m.shape), mask)
     if num_keep is None and per_layer:
         rows, counts = free, torch.minimum(layers.sum(dim=1), free.sum(dim=1))
     elif num_keep is None:

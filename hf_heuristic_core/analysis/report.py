@@ -9,91 +9,28 @@ Writes `report.md`, `report.json` and the figures (PNG + PDF) into `runs_dir/rep
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import torch
 
-from ..data.spec import MissingDataSpecError, eval_sets_from_spec
-from .prune_many import (MANIFEST_NAME, ablation_table, collect_results, parse_unit, read_json,
-                       sparsity_tag, unit_label, write_json)
 from ..artifacts import read_artifact
+from ..data.spec import MissingDataSpecError, eval_sets_from_spec
 from ..io_utils import atomic_write_text
-from .mask_stats import MaskStatsError, core, head_frequency, iomin, iou, joint_frequency, mlp_frequency, spearman
+from .ablation_table import ablation_table
+from .markdown import render_markdown
+from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
+from .statistics import load_run_masks, mask_statistics
+from .units import parse_unit, sparsity_tag, unit_kind, unit_label
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["analyze", "mask_statistics", "render_markdown"]
 
 REPORT_DIR = "report"
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Mask statistics (no model needed)
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _load_masks(runs_dir: Path, rows: Sequence[Mapping[str, Any]]) -> dict[float, list[dict[str, Any]]]:
-    """`{sparsity: [{"seed", "heads", "mlps"}, ...]}` from the run artifacts, seeds in order."""
-    by_sparsity: dict[float, list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: (r["sparsity"], r["seed"])):
-        artifact = read_artifact(runs_dir / row["run"])
-        by_sparsity.setdefault(row["sparsity"], []).append(
-            {"seed": row["seed"], "heads": artifact.heads.round().long(), "mlps": artifact.mlps.round().long(),
-             "prune_mlps": artifact.config.prune_mlps})
-    return by_sparsity
-
-
-def _pairwise(masks: Sequence[torch.Tensor]) -> dict[str, Any]:
-    """IoU and IoMin of kept heads over every pair of seeds: mean, std, min, max."""
-    pairs = list(itertools.combinations(range(len(masks)), 2))
-    if not pairs:
-        return {"num_pairs": 0}
-    out: dict[str, Any] = {"num_pairs": len(pairs)}
-    for name, fn in (("iou", iou), ("iomin", iomin)):
-        values = np.array([fn(masks[i], masks[j]) for i, j in pairs], dtype=float)
-        out[name] = {"mean": float(values.mean()), "std": float(values.std()), "min": float(values.min()),
-                     "max": float(values.max())}
-    return out
-
-
-def mask_statistics(masks: Mapping[float, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    """Head frequency, the core with its chance size, IoU / IoMin between seeds per sparsity, and Spearman's rho
-    (with the joint frequency matrix) for every pair of sparsities. Heads follow the paper's definitions (the
-    chance size `N (1 - s)^k` uses N heads and the mean realized head sparsity s); MLP blocks are listed
-    alongside (their frequency and the core MLPs; `None` when the runs did not prune MLP blocks)."""
-    per_sparsity: dict[str, Any] = {}
-    for sparsity, runs in masks.items():
-        heads = [r["heads"] for r in runs]
-        mlps = [r["mlps"] for r in runs]
-        head_core = core(heads)
-        mlps_pruned = all(r.get("prune_mlps", True) for r in runs)
-        mlp_core = [unit_label(("mlp", u[0])) for u in core(mlps).units] if mlps_pruned else None
-        per_sparsity[sparsity_tag(sparsity)] = {
-            "sparsity": sparsity, "seeds": [r["seed"] for r in runs], "num_masks": len(runs),
-            "head_frequency": head_frequency(heads).tolist(), "mlp_frequency": mlp_frequency(mlps).tolist(),
-            "core": {"heads": [unit_label(u) for u in head_core.units],
-                     "mlps": mlp_core,
-                     "size": head_core.size, "chance_size": head_core.chance_size, "num_heads": head_core.num_units,
-                     "head_sparsity": head_core.sparsity},
-            "overlap": _pairwise(heads),
-        }
-    correlations = []
-    for a, b in itertools.combinations(list(masks), 2):
-        heads_a, heads_b = [r["heads"] for r in masks[a]], [r["heads"] for r in masks[b]]
-        entry: dict[str, Any] = {"sparsity_a": a, "sparsity_b": b,
-                                 "joint_frequency": joint_frequency(heads_a, heads_b).tolist()}
-        try:
-            entry["rho"], entry["p_value"] = spearman(head_frequency(heads_a), head_frequency(heads_b))
-        except MaskStatsError as err:
-            entry["rho"], entry["p_value"], entry["note"] = None, None, str(err)
-        correlations.append(entry)
-    return {"per_sparsity": per_sparsity, "spearman": correlations}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -257,7 +194,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     if not results.results:
         raise FileNotFoundError(f"{runs_dir} holds no finished runs (sp*-seed*/result.json); run prune_many first.")
     names = results.eval_sets
-    masks = _load_masks(runs_dir, results.results)
+    masks = load_run_masks(runs_dir, results.results)
     stats = mask_statistics(masks)
     chosen_sparsity, core_units = _pick_core(stats, core_sparsity)
     show_mlps = all(r["prune_mlps"] for runs in masks.values() for r in runs)
@@ -265,9 +202,10 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     report: dict[str, Any] = {
         "runs_dir": str(runs_dir), "model": manifest.get("model"), "eval_sets": names,
         "sparsities": sorted(masks), "seeds": sorted({r["seed"] for r in results.results}),
-        "full_model": results.full_model, "summary": results.summary, "faithfulness": _faithfulness(results.results,
-                                                                                                    names),
-        "results": results.results, "controls": results.controls, "mask_statistics": stats,
+        "full_model": results.full_model, "summary": results.summary,
+        "faithfulness": faithfulness(results.results, names),
+        "results": results.results, "controls": _note_short_controls(results.results, results.controls, runs_dir),
+        "mask_statistics": stats,
     }
     report["core_sparsity"] = chosen_sparsity
     report["core_units"] = [unit_label(u) for u in core_units]
@@ -312,7 +250,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     elif ablation:
         report["ablation"] = {"skipped": loaded.get("skipped")}
     if attention and "model" in loaded:
-        core_heads = [u for u in core_units if u[0] != "mlp"]
+        core_heads = [u for u in core_units if unit_kind(u) == "heads"]
         frequency = stats["per_sparsity"][sparsity_tag(chosen_sparsity)]["head_frequency"]
         report["attention"] = _attention_section(loaded["model"], loaded["tokenizer"], loaded["eval_sets"],
                                                  core_heads, frequency, attention_set, attention_examples, heatmaps,
@@ -328,183 +266,23 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     return report
 
 
-def _faithfulness(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
-    """Mean agreement with the full model and mean KL to it, per sparsity and evaluation set."""
-    out = []
-    for sparsity in sorted({r["sparsity"] for r in rows}):
-        group = [r for r in rows if r["sparsity"] == sparsity]
-        for name in names:
-            agreement = [r[f"agreement/{name}"] for r in group if r.get(f"agreement/{name}") is not None]
-            kl = [r[f"kl/{name}"] for r in group if r.get(f"kl/{name}") is not None]
-            if agreement:
-                out.append({"sparsity": sparsity, "eval_set": name, "agreement": float(np.mean(agreement)),
-                            "kl": float(np.mean(kl)) if kl else None})
-    return out
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Markdown
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join("–" if v is None else str(v) for v in row) + " |" for row in rows]
-    return lines + [""]
-
-
-def _pct(value: Any, digits: int = 1) -> str | None:
-    return None if value is None else f"{100 * value:.{digits}f}"
-
-
-def _delta(value: Any) -> str | None:
-    return None if value is None else f"{100 * value:+.1f}"
-
-
-def _spread(values: Mapping[str, float]) -> str:
-    return f"{values['mean']:.3f} ± {values['std']:.3f} ({values['min']:.3f}–{values['max']:.3f})"
-
-
-def _image(figures: Mapping[str, str], key: str, alt: str) -> list[str]:
-    return [f"![{alt}]({figures[key]})", ""] if key in figures else []
-
-
-def render_markdown(report: Mapping[str, Any]) -> str:
-    """report.md: every table of the report, with the figures inline (paths relative to the report folder)."""
-    names, figures, full = report["eval_sets"], report["figures"], report["full_model"]
-    stats = report["mask_statistics"]
-    lines = [f"# Heuristic-core report: `{report.get('model') or report['runs_dir']}`", "",
-             f"{len(report['results'])} subnetworks: sparsities "
-             f"{', '.join(f'{s:.0%}' for s in report['sparsities'])} x seeds "
-             f"{', '.join(str(s) for s in report['seeds'])}. Evaluation sets: {', '.join(names)}. "
-             "Accuracies and changes are in percent (points).", ""]
-
-    lines += ["## Accuracy per evaluation set", "",
-              "Subnetwork accuracy over seeds (std: population, ddof=0) next to the full model.", ""]
-    lines += _table(["sparsity", "evaluation set", "full model", "min", "max", "mean", "std", "runs"],
-                    [[f"{r['sparsity']:.0%}", r["eval_set"], _pct(r["full_model"]), _pct(r["min"]), _pct(r["max"]),
-                      _pct(r["mean"]), _pct(r["std"]), r["num_runs"]] for r in report["summary"]])
-    lines += _image(figures, "accuracy_vs_sparsity", "accuracy vs sparsity")
-    lines += _image(figures, "subnetwork_accuracies", "subnetwork accuracies per evaluation set")
-    lines += ["Faithfulness to the full model (mean over seeds):", ""]
-    lines += _table(["sparsity", "evaluation set", "agreement", "KL"],
-                    [[f"{r['sparsity']:.0%}", r["eval_set"], _pct(r["agreement"]),
-                      None if r["kl"] is None else f"{r['kl']:.4f}"] for r in report["faithfulness"]])
-
-    lines += ["## Head frequency", "", "How many seeds' subnetworks keep each head (rows: layers, columns: heads; "
-              "the MLP column is the layer's MLP block, when MLP blocks were pruned).", ""]
-    for tag, entry in stats["per_sparsity"].items():
-        freq, mlp = entry["head_frequency"], entry["mlp_frequency"]
-        with_mlp = entry["core"]["mlps"] is not None
-        lines += [f"### {entry['sparsity']:.0%} sparsity ({entry['num_masks']} seeds)", ""]
-        lines += _table(["layer", *[f"H{h}" for h in range(len(freq[0]))], *(["MLP"] if with_mlp else [])],
-                        [[f"L{l}", *row, *([mlp[l]] if with_mlp else [])] for l, row in enumerate(freq)])
-        lines += _image(figures, f"mask_grid_{tag}", f"head frequency at {entry['sparsity']:.0%}")
-
-    lines += ["## The core", "", "Heads kept by every seed's subnetwork at one sparsity, next to the size expected "
-              "if each of k subnetworks kept each of N heads independently with probability 1 - s (s: mean "
-              "realized head sparsity).", ""]
-    lines += _table(["sparsity", "seeds k", "heads N", "head sparsity s", "core size", "chance N(1-s)^k",
-                     "core heads", "core MLPs"],
-                    [[f"{e['sparsity']:.0%}", e["num_masks"], e["core"]["num_heads"],
-                      f"{e['core']['head_sparsity']:.3f}", e["core"]["size"], f"{e['core']['chance_size']:.3g}",
-                      ", ".join(e["core"]["heads"]) or "none",
-                      "not pruned" if e["core"]["mlps"] is None else ", ".join(e["core"]["mlps"]) or "none"]
-                     for e in stats["per_sparsity"].values()])
-
-    if stats["spearman"]:
-        lines += ["## Head frequency across sparsities", "",
-                  "Spearman's rho between the head-frequency vectors of two sparsities (two-sided p-value).", ""]
-        lines += _table(["sparsity A", "sparsity B", "rho", "p-value", "note"],
-                        [[f"{e['sparsity_a']:.0%}", f"{e['sparsity_b']:.0%}",
-                          None if e["rho"] is None else f"{e['rho']:.3f}",
-                          None if e["p_value"] is None else f"{e['p_value']:.2g}", e.get("note", "")]
-                         for e in stats["spearman"]])
-        for e in stats["spearman"]:
-            key = f"joint_frequency_{sparsity_tag(e['sparsity_a'])}_{sparsity_tag(e['sparsity_b'])}"
-            lines += _image(figures, key, "joint head frequency")
-
-    lines += ["## Overlap between seeds", "", "IoU and IoMin of the kept heads over every pair of seeds.", ""]
-    overlap_rows = []
-    for e in stats["per_sparsity"].values():
-        o = e["overlap"]
-        if o["num_pairs"]:
-            overlap_rows.append([f"{e['sparsity']:.0%}", o["num_pairs"],
-                                 *[_spread(o[m]) for m in ("iou", "iomin")]])
-    if overlap_rows:
-        lines += _table(["sparsity", "pairs", "IoU mean ± std (min–max)", "IoMin mean ± std (min–max)"],
-                        overlap_rows)
-    else:
-        lines += ["One seed per sparsity: no pairs to compare.", ""]
-
-    if report["controls"]:
-        lines += ["## Control subnetworks", "", "Accuracy of the first seed's subnetwork next to random subnetworks "
-                  "with the same number of heads per layer (random_like), random subnetworks drawn from the units "
-                  "it prunes (random_from_complement) and its complement (inverse).", ""]
-        learned = {(r["sparsity"], r["seed"]): r for r in report["results"]}
-        rows = [["full model", "–", "0.00", *[_pct(full.get(n)) for n in names]]]
-        for sparsity in report["sparsities"]:
-            controls = [c for c in report["controls"] if c["sparsity"] == sparsity]
-            if not controls:
-                continue
-            source = learned.get((sparsity, controls[0]["source_seed"]))
-            if source:
-                rows.append([f"learned (seed {source['seed']})", f"{sparsity:.0%}",
-                             f"{source['realized_sparsity']:.2f}", *[_pct(source.get(n)) for n in names]])
-            rows += [[c["control"], f"{sparsity:.0%}", f"{c['realized_sparsity']:.2f}",
-                      *[_pct(c.get(n)) for n in names]] for c in controls]
-        lines += _table(["subnetwork", "sparsity", "realized sparsity", *names], rows)
-
-    lines += _ablation_markdown(report.get("ablation"), figures, report.get("core_sparsity"))
-    lines += _attention_markdown(report.get("attention"), figures)
-    return "\n".join(lines)
-
-
-def _ablation_markdown(ablation: Mapping[str, Any] | None, figures: Mapping[str, str],
-                       core_sparsity: float | None) -> list[str]:
-    if not ablation:
-        return []
-    lines = ["## Ablation table", ""]
-    if "skipped" in ablation:
-        return lines + [f"Skipped: {ablation['skipped']}.", ""]
-    full = ablation["full_accuracy"]
-    cases = list(full)
-    lines += [f"{ablation['mode'].capitalize()}-ablating units of the full model, one at a time (the core at "
-              f"{core_sparsity:.0%} sparsity) and together. Cells: accuracy change in points (accuracy after).", ""]
-    rows = [["none (full model)", *[_pct(full[c]) for c in cases]]]
-    for row in ablation["rows"]:
-        label = row["label"] if row["kind"] != "joint" else " + ".join(row["units"])
-        rows.append([label, *[f"{_delta(row['delta'][c])} ({_pct(row['accuracy'][c])})" for c in cases]])
-        if row["kind"] == "joint":
-            rows.append([f"sum of the {len(row['units'])} single changes",
-                         *[_delta(row["sum_of_singles"][c]) for c in cases]])
-    lines += _table(["ablated", *cases], rows)
-    for row in (r for r in ablation["rows"] if r["kind"] == "joint"):
-        larger = [c for c in cases if row["super_additive"][c]]
-        lines += [f"Super-additivity of {' + '.join(row['units'])}: the joint change is larger in size than the sum "
-                  f"of the single changes on {len(larger)} of {len(cases)} sets"
-                  + (f" ({', '.join(larger)})." if larger else "."), ""]
-    return lines + _image(figures, "ablation_table", "ablation table")
-
-
-def _attention_markdown(attention: Mapping[str, Any] | None, figures: Mapping[str, str]) -> list[str]:
-    if not attention:
-        return []
-    lines = ["## Attention patterns of core heads", ""]
-    if "skipped" in attention:
-        return lines + [f"Skipped: {attention['skipped']}.", ""]
-    if attention.get("note"):
-        lines += [attention["note"], ""]
-    lines += [f"Share of attention mass (percent), averaged over the real query positions of "
-              f"{attention['num_examples']} examples of `{attention['eval_set']}`: on a token repeated in the other "
-              "segment (premise / hypothesis), the previous token, the next token, and special tokens. The last row "
-              "is what uniform attention over the allowed keys would give.", ""]
-    rows = [[r["head"], _pct(r["repeated"]), _pct(r["previous"]), _pct(r["next"]), _pct(r["special"])]
-            for r in attention["rows"]]
-    uniform = attention["uniform"]
-    rows.append(["uniform attention", _pct(uniform["repeated"]), _pct(uniform["previous"]), _pct(uniform["next"]),
-                 _pct(uniform["special"])])
-    lines += _table(["head", "repeated across segments", "previous token", "next token", "special tokens"], rows)
-    for name in attention.get("figures", []):
-        lines += _image(figures, Path(name).stem, f"attention of {Path(name).stem.removeprefix('attention-')}")
-    return lines
+def _note_short_controls(results: Sequence[Mapping[str, Any]], controls: Sequence[Mapping[str, Any]],
+                         runs_dir: Path) -> list[dict[str, Any]]:
+    """Control rows, with a note (and a warning) on complement controls that keep fewer units than their learned
+    subnetwork and say nothing about it: those of runs folders written before complement controls matched the
+    learned mask's size, which `prune_many` keeps when it resumes."""
+    learned = {(r["sparsity"], r["seed"]): r for r in results}
+    rows = []
+    for control in controls:
+        control = dict(control)
+        source = learned.get((control["sparsity"], control.get("source_seed")), {})
+        kept, wanted = control.get("units_kept"), source.get("units_kept")
+        if (control.get("control") == "random_from_complement" and not control.get("note")
+                and kept is not None and wanted is not None and kept < wanted):
+            control["note"] = (f"it keeps {kept} units, fewer than the {wanted} of the learned subnetwork: it was "
+                               "drawn by an older prune_many, which capped each layer at that layer's complement. "
+                               f"Delete {runs_dir / CONTROLS_DIR / control['run']} and run prune_many again to "
+                               "redraw it.")
+            logger.warning("Control %s: %s", control["run"], control["note"])
+        rows.append(control)
+    return rows

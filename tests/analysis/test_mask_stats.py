@@ -130,10 +130,20 @@ def test_core_paper_chance_size() -> None:
 
 
 def test_core_rejects_percent_sparsity() -> None:
-    with pytest.raises(MaskStatsError, match=r"pass fractions, e.g. 0.7 not 70"):
+    with pytest.raises(MaskStatsError, match=r"pass fractions, e.g. 0.7 for 70%"):
         core(SET_A, sparsity=70)
     with pytest.raises(MaskStatsError, match=r"fraction in \[0, 1\]"):
         core(SET_A, sparsity=-0.1)
+
+
+def test_core_sparsity_goes_through_the_shared_fraction_check() -> None:
+    # check_sparsity(allow_one=True, error=MaskStatsError): 1.0 is a valid sparsity, booleans and strings are not.
+    assert core(SET_A, sparsity=1.0).chance_size == 0.0
+    assert core(SET_A, sparsity=np.float32(0.5)).chance_size == pytest.approx(6 * 0.5**3)
+    with pytest.raises(MaskStatsError, match=r"sparsity must be a number, a fraction such as 0.5, got True"):
+        core(SET_A, sparsity=True)
+    with pytest.raises(MaskStatsError, match=r"sparsity must be a fraction in \[0, 1\], got nan"):
+        core(SET_A, sparsity=float("nan"))
 
 
 def test_realized_sparsity() -> None:
@@ -211,6 +221,22 @@ def test_spearman_matches_scipy_on_random_frequencies(seed: int) -> None:
     ref = scipy.stats.spearmanr(a.ravel(), b.ravel())
     assert rho == pytest.approx(ref.statistic, rel=1e-12)
     assert p == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ([1, 2, 2, 3], [1, 3, 2, 4]),
+        ([3, 2, 1, 0, 2, 1, 2, 1], [3, 1, 0, 0, 1, 0, 1, 0]),        # the report test's head frequencies
+        ([0.5, 0.25, 0.25, 1.0, 0.0], [1, 2, 3, 4, 5]),
+        ([[12, 0, 3], [3, 7, 12]], [[11, 1, 3], [2, 7, 12]]),            # 2-D frequencies are flattened
+    ],
+)
+def test_spearman_is_scipys_spearmanr(a, b) -> None:
+    ref = scipy.stats.spearmanr(np.ravel(a), np.ravel(b))
+    rho, p = spearman(a, b)
+    assert (rho, p) == (float(ref.statistic), float(ref.pvalue))
+    assert type(rho) is float and type(p) is float
 
 
 def test_spearman_perfect_and_anti() -> None:
@@ -364,3 +390,54 @@ def test_random_from_complement_errors() -> None:
         random_from_complement(MASK, num_keep=[-1, 0, 0, 0])
     with pytest.raises(TypeError, match=r"int seed"):
         random_like(MASK, generator="seed")
+
+
+# Layer 0 keeps all 4 units (its complement is empty), layer 1 keeps 1 of 4, layer 2 none, layer 3 keeps 2 of 4:
+# kept 7, pruned 9. Per-layer caps give [0, 1, 0, 2] = 3 units; the other 4 come from the rest of the complement
+# (layer 1: 2 left, layer 2: 4 left).
+SPILL = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0]])
+
+
+def test_random_from_complement_redistribute_hand_counts() -> None:
+    seen = set()
+    dropped = torch.zeros(4, 4, dtype=torch.int64)
+    for seed in range(600):
+        r = random_from_complement(SPILL, generator=seed, redistribute=True)
+        counts = _layer_counts(r)
+        assert int(r.sum()) == 7 and int((r * SPILL).sum()) == 0
+        assert counts[0] == 0 and counts[3] == 2 and 1 <= counts[1] <= 3 and counts[1] + counts[2] == 5
+        seen.add(tuple(counts))
+        dropped += (1 - SPILL) * (1 - r)
+    assert seen == {(0, 1, 4, 2), (0, 2, 3, 2), (0, 3, 2, 2)}
+    # Layer 3's two free units are always taken (its cap). Layer 1's cap takes 1 of its 3 free units; the 4 spilled
+    # units are then drawn uniformly from the 6 free units left (2 in layer 1, 4 in layer 2), leaving 2 out. A free
+    # unit of layer 1 is left out with probability 2/3 * 2/6 = 2/9 (133 of 600 draws), one of layer 2 with 2/6
+    # (200 of 600).
+    assert dropped[3].tolist() == [0, 0, 0, 0] and dropped[0].tolist() == [0, 0, 0, 0]
+    assert int(dropped[1, 1:].sum() + dropped[2].sum()) == 600 * 2
+    assert bool(((dropped[1, 1:] > 100) & (dropped[1, 1:] < 167)).all()), dropped.tolist()
+    assert bool(((dropped[2] > 165) & (dropped[2] < 235)).all()), dropped.tolist()
+
+
+def test_random_from_complement_redistribute_exact_cases() -> None:
+    # Kept 6 = pruned 6: the only way to match is the whole complement.
+    half = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]])
+    assert torch.equal(random_from_complement(half, generator=0, redistribute=True), inverse(half))
+    # Kept 13 > pruned 11 (MASK): the whole complement, 11 units.
+    assert torch.equal(random_from_complement(MASK, generator=0, redistribute=True), inverse(MASK))
+    # No layer overflows: the same draw as the per-layer default, seed for seed.
+    roomy = torch.tensor([[1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]])
+    for seed in range(10):
+        assert torch.equal(random_from_complement(roomy, generator=seed, redistribute=True),
+                           random_from_complement(roomy, generator=seed))
+    # 1-D (MLP) masks: the same draw as per_layer=False.
+    mlp = torch.tensor([1, 1, 0, 0, 0])
+    for seed in range(10):
+        assert torch.equal(random_from_complement(mlp, generator=seed, redistribute=True),
+                           random_from_complement(mlp, generator=seed, per_layer=False))
+    assert random_from_complement(MASK.bool(), generator=0, redistribute=True).dtype == torch.bool
+
+
+def test_random_from_complement_redistribute_needs_default_counts() -> None:
+    with pytest.raises(MaskStatsError, match=r"redistribute=True spreads the default counts .* pass num_keep=None"):
+        random_from_complement(MASK, num_keep=3, redistribute=True)

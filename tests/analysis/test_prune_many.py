@@ -313,3 +313,86 @@ def test_datasets_from_spec(minilm_dir, tmp_path):
     assert train[0]["input_ids"] == expected["input_ids"] and train[0]["label"] == raw["train"][0]["label"]
     with pytest.raises(ValueError, match="Unknown data source"):
         datasets_from_spec({"eval_sets": {"x": {"source": "nope"}}}, tokenizer)
+
+
+# ------------------------------------------------------------------------------------------------ control subnetworks
+def test_control_masks_by_hand():
+    from hf_heuristic_core.analysis.prune_many import complement_mix, complement_shortfall, control_masks
+    # 5 of 12 heads kept; layer 0 keeps all 4, so its complement is empty and its 4 units go to other layers'.
+    heads, mlps = torch.tensor([[1.0, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]]), torch.tensor([1.0, 0, 0])
+    masks, kinds = {"heads": heads, "mlps": mlps}, ["heads", "mlps"]
+    for seed in range(20):
+        controls = control_masks(masks, kinds, torch.Generator().manual_seed(seed))
+        like, complement = controls["random_like"], controls["random_from_complement"]
+        assert like["heads"].sum(1).tolist() == [4, 1, 0] and int(like["mlps"].sum()) == 1     # per layer exactly
+        assert int(complement["heads"].sum()) == 5 and int((complement["heads"] * heads).sum()) == 0
+        assert complement["heads"][0].sum() == 0 and 1 <= int(complement["heads"][1].sum()) <= 3
+        assert int(complement["mlps"].sum()) == 1 and complement["mlps"][0] == 0
+        assert controls["inverse"]["heads"].tolist() == (1 - heads).tolist()
+        assert controls["inverse"]["mlps"].tolist() == [0, 1, 1]
+        assert all(m.dtype == torch.float32 for c in controls.values() for m in c.values())
+        assert complement_shortfall(masks, complement, kinds) is None
+        assert complement_mix(masks, complement, kinds) is None
+    first, again = (control_masks(masks, kinds, torch.Generator().manual_seed(3)) for _ in range(2))
+    assert all(torch.equal(first[c][k], again[c][k]) for c in first for k in first[c])
+    # A kind that was not pruned stays all-ones in every control.
+    heads_only = control_masks(masks, ["heads"], torch.Generator().manual_seed(0))
+    assert all(c["mlps"].tolist() == [1, 1, 1] for c in heads_only.values())
+
+    # Both MLP blocks kept (their complement is empty) and 1 of 6 heads: 3 units kept, 5 pruned. The control takes
+    # 1 head from layer 0's complement, then the 2 units the MLP complement cannot hold from the 4 free heads left.
+    mixed = {"heads": torch.tensor([[1.0, 0, 0], [0, 0, 0]]), "mlps": torch.tensor([1.0, 1])}
+    for seed in range(20):
+        complement = control_masks(mixed, kinds, torch.Generator().manual_seed(seed))["random_from_complement"]
+        assert complement["mlps"].tolist() == [0, 0] and int(complement["heads"].sum()) == 3
+        assert complement["heads"][0, 0] == 0 and complement["heads"][0].sum() >= 1
+        assert complement_shortfall(mixed, complement, kinds) is None
+        assert complement_mix(mixed, complement, kinds) == (
+            "The units come in another mix of kinds than the learned subnetwork's (heads: 1 kept, 3 drawn; mlps: 2 "
+            "kept, 0 drawn): where the complement of a kind was smaller than what the learned subnetwork keeps of "
+            "it, the rest was drawn from other kinds' complements.")
+
+    # 6 of 8 units kept: the complement holds 2, so the control keeps it and says so.
+    dense = {"heads": torch.tensor([[1.0, 1, 1], [1, 1, 0]]), "mlps": torch.tensor([1.0, 0])}
+    complement = control_masks(dense, kinds, torch.Generator().manual_seed(0))["random_from_complement"]
+    assert complement["heads"].tolist() == [[0, 0, 0], [0, 0, 1]] and complement["mlps"].tolist() == [0, 1]
+    assert complement_mix(dense, complement, kinds) is None
+    assert complement_shortfall(dense, complement, kinds) == (
+        "The learned subnetwork keeps more units than it prunes (6 kept, 2 pruned), so this control keeps the "
+        "whole complement and is sparser than the learned subnetwork.")
+
+
+def test_prune_many_complement_controls_match_the_learned_size(tmp_path, caplog):
+    """Heads only (8): at 25% sparsity the learned mask keeps 6 > 2 pruned (whole complement, with a note and a
+    warning); at 50% it keeps 4 = 4 pruned (as many units as the learned mask: the whole complement, no note)."""
+    import logging
+    from hf_heuristic_core.analysis.report import analyze
+    train, eval_sets = _train_and_eval()
+    runs = tmp_path / "runs"
+    model = PrunableModel(tiny_model("bert"), PruningConfig(init_mean=3.0, prune_mlps=False))
+    with caplog.at_level(logging.WARNING, logger="hf_heuristic_core.analysis.prune_many"):
+        result = prune_many(model, train, eval_sets, runs, [0.25, 0.5], [0], pruning_overrides=OVERRIDES,
+                            show_progress=False)
+    note = ("The learned subnetwork keeps more units than it prunes (6 kept, 2 pruned), so this control keeps the "
+            "whole complement and is sparser than the learned subnetwork.")
+    assert [r.getMessage() for r in caplog.records] == [f"sp25-random_from_complement: {note}"]
+    for sparsity, kept in ((0.25, 6), (0.5, 4)):
+        learned = read_artifact(runs / run_name(sparsity, 0)).heads
+        assert int(learned.sum()) == kept
+        saved = json.loads((runs / "controls" / f"sp{round(sparsity * 100)}-random_from_complement" /
+                            "result.json").read_text())
+        complement = torch.tensor(saved["masks"]["heads"])
+        assert int(complement.sum()) == min(kept, 8 - kept) == saved["units_kept"]
+        assert torch.equal(complement, 1 - learned.long())          # here both cases take the whole complement
+        assert saved["masks"]["mlps"] == [1, 1]
+        assert saved.get("note") == (note if sparsity == 0.25 else None)
+    rows = {(c["sparsity"], c["control"]): c for c in result.controls}
+    assert rows[(0.25, "random_from_complement")]["note"] == note
+    assert "note" not in rows[(0.5, "random_from_complement")] and "note" not in rows[(0.25, "inverse")]
+    assert rows[(0.5, "random_from_complement")]["realized_sparsity"] == result.results[1]["realized_sparsity"]
+    assert "note" in (runs / "results.csv").read_text().splitlines()[0].split(",")
+
+    analyze(runs, ablation=False, attention=False)
+    markdown = (runs / "report" / "report.md").read_text()
+    assert f"Note on random_from_complement at 25% sparsity: {note}" in markdown
+    assert "Note on random_from_complement at 50% sparsity" not in markdown

@@ -257,3 +257,37 @@ def test_prune_many_and_analyze_on_finetuned_minilm(finetuned_minilm, nli_data, 
                     "## Attention patterns of core heads"):
         assert heading in markdown
     assert "Skipped" not in markdown
+
+
+def test_control_notes_in_the_report(runs_dir, caplog):
+    """A complement control's note is shown under the controls table; one from an older runs folder that keeps
+    fewer units than its learned subnetwork without a note gets one from analyze."""
+    evaluation = json.loads((runs_dir / "sp50-seed0" / "result.json").read_text())["eval"]
+    controls = {"sp50-random_from_complement": (0.5, 3, None),             # learned sp50-seed0 keeps 5
+                "sp50-inverse": (0.5, 5, None),
+                "sp70-random_from_complement": (0.7, 4, "The learned mask keeps more units than it prunes.")}
+    for run, (sparsity, kept, note) in controls.items():
+        (runs_dir / "controls" / run).mkdir(parents=True)
+        write_json(runs_dir / "controls" / run / "result.json", {
+            "run": run, "control": run.split("-", 1)[1], "sparsity": sparsity, "source_seed": 0,
+            "realized_sparsity": 1 - kept / 10, "units_kept": kept, "units_total": 10, "eval": evaluation,
+            **({"note": note} if note else {})})
+    with caplog.at_level("WARNING", logger="hf_heuristic_core.analysis.report"):
+        report = analyze(runs_dir, ablation=False, attention=False)
+    notes = {c["run"]: c.get("note") for c in report["controls"]}
+    older = ("it keeps 3 units, fewer than the 5 of the learned subnetwork: it was drawn by an older prune_many, "
+             "which capped each layer at that layer's complement. Delete "
+             f"{runs_dir / 'controls' / 'sp50-random_from_complement'} and run prune_many again to redraw it.")
+    assert notes == {"sp50-random_from_complement": older, "sp50-inverse": None,
+                     "sp70-random_from_complement": "The learned mask keeps more units than it prunes."}
+    assert f"Control sp50-random_from_complement: {older}" in [r.getMessage() for r in caplog.records]
+    markdown = (runs_dir / "report" / "report.md").read_text()
+    assert "random subnetworks with as many units drawn from the units it prunes (random_from_complement; the " \
+           "whole complement where that is smaller)" in markdown
+    assert "| random_from_complement | 50% | 0.70 | 80.0 | 20.0 |" in markdown
+    assert f"Note on random_from_complement at 50% sparsity: {older}" in markdown
+    assert "Note on random_from_complement at 70% sparsity: The learned mask keeps more units than it prunes." \
+           in markdown
+    assert "Note on inverse" not in markdown
+    saved = json.loads((runs_dir / "report" / "report.json").read_text())
+    assert saved["controls"] == json.loads(json.dumps(report["controls"]))
