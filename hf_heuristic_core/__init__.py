@@ -18,8 +18,10 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(["AblationTable", "PruneManyResult", "ablation_table", "datasets_from_spec", "prune_many"],
-                    "analysis.prune_many"),
+    **dict.fromkeys(["AblationTable", "ablation_table"], "analysis.ablation_table"),
+    "PruneManyResult": "analysis.results",
+    "datasets_from_spec": "data.spec",
+    "prune_many": "analysis.prune_many",
     **dict.fromkeys(["ARCHITECTURES", "ArchitectureMap", "supported_model_types"], "architectures.registry"),
     "resolve_architecture": "architectures.resolve",
     "PruningArguments": "training.arguments",
@@ -71,7 +73,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .analysis.mask_stats import (CoreResult, MaskStatsError, core, head_frequency, inverse, iomin, iou,
                                       joint_frequency, mlp_frequency, random_from_complement, random_like, spearman,
                                       unit_frequency)
-    from .analysis.prune_many import AblationTable, PruneManyResult, ablation_table, datasets_from_spec, prune_many
+    from .analysis.ablation_table import AblationTable, ablation_table
+    from .analysis.prune_many import prune_many
+    from .analysis.results import PruneManyResult
+    from .data.spec import datasets_from_spec
     from .analysis.report import analyze
     from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
     from .architectures.resolve import resolve_architecture
