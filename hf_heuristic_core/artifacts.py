@@ -94,6 +94,17 @@ def _shape_text(config: PruningConfig) -> str:
     return ", ".join(f"{kind} {shape}" for kind, shape in (config.mask_shapes or {}).items())
 
 
+def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
+    if not convergence:
+        return []
+    ratio = convergence.get("kl_ratio")
+    ratio_text = f", {ratio:.3g}x" if ratio is not None else ""
+    word = "yes" if convergence["converged"] else "NO"
+    return [f"| converged | {word}: {convergence['verdict']} (KL {convergence['kl']:.4g} against a median of "
+            f"{convergence['random_kl_median']:.4g} for {convergence['subnetworks']} random subnetworks of the same "
+            f"size{ratio_text}) |"]
+
+
 def model_card_text(model: Any, report: dict[str, Any]) -> str:
     """A short Hub model card: what the masks belong to and how much they keep."""
     config = model.pruning_config
@@ -114,6 +125,7 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
         f"| sparsity (units) | {report['sparsity']:.4f} |",
         f"| sparsity (parameters) | {report['sparsity_params']:.4f} |",
         f"| ablation | {config.ablation} |",
+        *_convergence_rows(config.extra.get("convergence")),
         f"| mean activations | {'included' if model.has_means else 'not included'}"
         f"{' (' + str(model.means_info.get('token_count')) + ' tokens)' if model.has_means else ''} |",
         "", "## Use", "", "```python", "from hf_heuristic_core import PrunableModel", "",

@@ -19,7 +19,9 @@ from .granularity.base import MaskKind
 from .relaxations.base import Relaxation
 from .relaxations.binarize import binarize_masks
 
-__all__ = ["KindTensors", "MaskLogits", "MaskState", "escape_kind"]
+__all__ = ["DEFAULT_INIT_SEED", "KindTensors", "MaskLogits", "MaskState", "escape_kind"]
+
+DEFAULT_INIT_SEED = 0
 
 
 def escape_kind(kind: str) -> str:
@@ -88,10 +90,23 @@ class MaskState(nn.Module):
         self.relaxation = relaxation
         self.owner = owner  # names the model in error messages
         enabled = list(enabled)
-        self.logits = MaskLogits({name: self.kinds[name].shape for name in enabled}, relaxation.init_logits)
+        # Seeded, so wrapping a model never depends on the global RNG; a trainer re-seeds fresh logits from its seed.
+        generator = torch.Generator().manual_seed(DEFAULT_INIT_SEED)
+        self.logits = MaskLogits({name: self.kinds[name].shape for name in enabled},
+                                 lambda shape: relaxation.init_logits(shape, generator))
         self.fixed = KindTensors(self.kinds)
         self.forced = KindTensors(self.kinds, {name: torch.zeros(kind.shape) for name, kind in self.kinds.items()})
         self.means = KindTensors(self.kinds)
+        self._fresh = self._fingerprint()
+
+    def _fingerprint(self) -> tuple:
+        return tuple((kind, float(logit.detach().double().sum()), float(logit.detach().double().square().sum()))
+                     for kind, logit in self.logits.items())
+
+    def is_fresh(self) -> bool:
+        """Whether the logits are still the construction-time initialization (nobody set, loaded or trained them):
+        a trainer then re-initializes them from its own seed, so the seed alone decides a run."""
+        return self._fresh is not None and self._fresh == self._fingerprint()
 
     @property
     def device(self) -> torch.device:
@@ -201,10 +216,13 @@ class MaskState(nn.Module):
         forced = self.forced.get(kind)
         chosen = self._selection(kind, selection).to(forced.device).bool()
         forced[chosen] = value
+        fresh = self.is_fresh()
         logit = self.logits[kind]
         if logit is not None:
             with torch.no_grad():
                 logit[chosen.to(logit.device)] = self.relaxation.pinned_logit * value
+        if fresh:   # pinning units is part of setting up a run, not a start from other logits
+            self._fresh = self._fingerprint()
 
     def _selection(self, kind: str, selection: Any) -> torch.Tensor:
         shape = self.kinds[kind].shape
@@ -235,6 +253,7 @@ class MaskState(nn.Module):
                 logit.copy_(self.relaxation.init_logits(tuple(logit.shape), generator).to(logit.device))
         self.apply_forced()
         self.clear_fixed()
+        self._fresh = None
 
     # ------------------------------------------------------------------ means
     def needs_means(self) -> list[str]:
@@ -299,3 +318,4 @@ class MaskState(nn.Module):
         self.clear_fixed()
         self.set_fixed(fixed)
         self.set_means({k: state[f"means.{k}"] for k in self.kinds if f"means.{k}" in state})
+        self._fresh = None

@@ -74,7 +74,7 @@ class PrunableModel(nn.Module):
         self._handles += self.granularity.attach(self)
         if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
             # Already enabled on the wrapped model: re-enable so recomputation replays each pass's masks.
-            self.gradient_checkpointing_enable()
+            self.activation_checkpointing_enable()
 
     # ------------------------------------------------------------------ basic properties
     @property
@@ -211,15 +211,26 @@ class PrunableModel(nn.Module):
         return self.mask_state.num_units()
 
     # ------------------------------------------------------------------ switches
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
-        """Enable the wrapped model's gradient checkpointing so that recomputation in backward reuses the masks of
-        the forward pass being recomputed, even when several forwards run before one backward."""
-        kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any] | None = None,
+                                        **options: Any) -> None:
+        """Enable the wrapped model's activation (gradient) checkpointing so that recomputation in backward reuses
+        the masks of the forward pass being recomputed, even when several forwards run before one backward.
+        `Trainer(args=...(activation_checkpointing=True))` calls this."""
+        kwargs = {"use_reentrant": False, **(activation_checkpointing_kwargs or {})}
         if kwargs["use_reentrant"]:
             raise PruningError("PrunableModel needs non-reentrant gradient checkpointing (use_reentrant=False) to "
                                "replay each forward pass's masks during recomputation.")
         kwargs["context_fn"] = self._checkpoint_contexts
-        self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        enable = getattr(self.model, "activation_checkpointing_enable", None)
+        if enable is not None:
+            enable(activation_checkpointing_kwargs=kwargs, **options)
+        else:   # a model (e.g. a PEFT wrapper) that only has the older name
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs, **options)
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None,
+                                      **options: Any) -> None:
+        """The transformers 4.x name of `activation_checkpointing_enable`."""
+        self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **options)
 
     def _checkpoint_contexts(self):
         """(forward context, recompute context) for torch.utils.checkpoint: the recompute sees this pass's masks."""
@@ -294,6 +305,15 @@ class PrunableModel(nn.Module):
         finally:
             self.mask_state.set_fixed(previous)
             self._eval_cache = None
+
+    def update_relaxation(self, **settings: Any) -> None:
+        """Change relaxation constants (e.g. `init_mean`) of this model's config; the next `reset_masks` uses them."""
+        config = PruningConfig.from_dict({**self.pruning_config.to_dict(), **settings})
+        for key in settings:
+            setattr(self.pruning_config, key, getattr(config, key))
+        self.relaxation = get_relaxation(config.relaxation).from_config(self.pruning_config)
+        self.mask_state.relaxation = self.relaxation
+        self._eval_cache = None
 
     def reset_masks(self, seed: int) -> None:
         """Start a new pruning run on the same wrapped model: fresh logits from the relaxation's initialization

@@ -246,7 +246,7 @@ def test_gradient_checkpointing_recomputation_sees_the_same_masks(model_type):
     def run(checkpointing: bool):
         model = tiny_model(model_type)
         if checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         recorder = HeadRecorder(model, model_type)
         pm = _wrap(model, ablation="zero")
         recorder.after_wrapping()
@@ -258,7 +258,7 @@ def test_gradient_checkpointing_recomputation_sees_the_same_masks(model_type):
         return pm, recorder, loss
 
     pm, recorder, loss = run(checkpointing=True)
-    assert pm.model.is_gradient_checkpointing
+    assert pm.model.is_activation_checkpointing
     for layer in range(LAYERS):
         # forward + recomputation in backward
         assert len(recorder.masked[layer]) == 2, "expected the checkpointed layer to be recomputed"
@@ -282,7 +282,7 @@ def test_gradient_checkpointing_two_forwards_before_one_backward():
     def run(checkpointing: bool):
         model = tiny_model("llama")
         if checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         pm = _wrap(model, ablation="zero")
         _set_logits(pm, torch.linspace(-1, 2, LAYERS * HEADS).view(LAYERS, HEADS), torch.tensor([0.5, 1.5]))
         pm.train()

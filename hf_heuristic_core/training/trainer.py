@@ -10,6 +10,7 @@ Checkpoints hold the mask artifact, the multipliers, the mask-noise RNG and the 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 from typing import Any, Iterator
@@ -24,15 +25,16 @@ from ..model import PrunableModel
 from .arguments import PruningArguments
 from .lagrangian import LagrangeMultipliers
 from .losses import kl_to_teacher
-from .teacher import TeacherCache
+from .judging import EXAMPLE_INDEX_COLUMN, SubnetworkJudging
+from .recipes import PAPER_INIT_MEAN, apply_recipe, planned_steps, resolve_recipe
+from .teacher import TeacherCache, budget_message, choose_storage, format_bytes, gigabytes
 
 logger = logging.getLogger(__name__)
 
-EXAMPLE_INDEX_COLUMN = "hhc_example_index"
 PRUNING_STATE_NAME = "pruning_state.pt"
 
 
-class PruningTrainer(Trainer):
+class PruningTrainer(SubnetworkJudging, Trainer):
     """`Trainer` that learns masks of a `PrunableModel`; everything else (logging, accumulation, mixed precision,
     DDP, resume) is the stock Trainer's.
 
@@ -56,6 +58,9 @@ class PruningTrainer(Trainer):
                                "model.requires_grad_(False) before wrapping.")
         _check_columns(train_dataset)
         _check_reachable(model, args.target_sparsity)
+        args = copy.copy(args)   # the recipe fills in unset settings: on this trainer's copy, never the caller's
+        self.recipe = resolve_recipe(args, planned_steps(args, train_dataset))
+        self.recipe_settings = apply_recipe(args, self.recipe)
         if args.teacher == "cached" and train_dataset is not None and hasattr(train_dataset, "add_column"):
             if EXAMPLE_INDEX_COLUMN not in train_dataset.column_names:
                 train_dataset = train_dataset.add_column(EXAMPLE_INDEX_COLUMN, list(range(len(train_dataset))))
@@ -70,9 +75,26 @@ class PruningTrainer(Trainer):
         self._running: dict[str, torch.Tensor | float] = {}
         self._running_count = 0
         self.lagrangian = LagrangeMultipliers().to(model.mask_logits_device)
+        self._start_masks(model, args)
         if model.generator is None or model.generator.device != model.mask_logits_device:
             model.generator = torch.Generator(device=model.mask_logits_device)
         model.generator.manual_seed(args.seed)
+        self.initial_logits: dict[str, torch.Tensor] | None = None
+        self.convergence = None
+
+    def _start_masks(self, model: PrunableModel, args: PruningArguments) -> None:
+        """Logits nobody has set, loaded or trained start from this run's seed (so the seed alone decides the run),
+        with the recipe's initialization when the config kept the paper's."""
+        if not model.mask_state.is_fresh():
+            return
+        init_mean = self.recipe.config.get("init_mean")
+        if (model.pruning_config.relaxation == "hard_concrete" and init_mean is not None
+                and model.pruning_config.init_mean == PAPER_INIT_MEAN and init_mean != PAPER_INIT_MEAN):
+            model.update_relaxation(init_mean=init_mean)
+            self.recipe_settings["init_mean"] = init_mean
+        model.reset_masks(args.seed)
+        logger.info("Recipe %r (%s): %s; mask logits initialized from seed %d.", self.recipe.name, args.recipe,
+                    self.recipe_settings or "nothing to fill in", args.seed)
 
     # ------------------------------------------------------------------ setup
     @property
@@ -152,6 +174,9 @@ class PruningTrainer(Trainer):
         if self.args.teacher == "cached":
             if self.teacher_cache is None:
                 self.teacher_cache = self.build_teacher_cache()
+                if self.teacher_cache is None:   # too large: the same-model teacher, from now on
+                    self.args.teacher = "same_model"
+                    return self.teacher_logits(inputs, example_index)
             if example_index is None:
                 raise PruningError(f"teacher='cached' needs the '{EXAMPLE_INDEX_COLUMN}' column in every batch; it "
                                    "was dropped (a custom collator?). Keep it, or use teacher='same_model'.")
@@ -161,13 +186,16 @@ class PruningTrainer(Trainer):
             return self.prunable(**inputs).logits.detach()
 
     @torch.no_grad()
-    def build_teacher_cache(self) -> TeacherCache:
-        """Run the full model once over the training data, in order, and keep its logits per example."""
+    def build_teacher_cache(self) -> TeacherCache | None:
+        """Run the full model once over the training data, in order, and keep its logits per example, compactly
+        (see `training.teacher`). None when the cache would not fit `teacher_cache_max_gb`: it is never built then,
+        and the caller falls back to the same-model teacher."""
+        args = self.args
         dataset = self._remove_unused_columns(self.train_dataset, description="teacher cache")
-        loader = torch.utils.data.DataLoader(dataset, batch_size=self.args.per_device_eval_batch_size,
+        loader = torch.utils.data.DataLoader(dataset, batch_size=args.per_device_eval_batch_size,
                                              shuffle=False, collate_fn=self.data_collator)
-        entries: dict[int, torch.Tensor] = {}
-        per_position = False
+        entries: dict[int, Any] = {}
+        cache: TeacherCache | None = None
         prunable = self.prunable
         with prunable.masks_disabled(), self._inner_mode(False):
             for batch in loader:
@@ -176,13 +204,43 @@ class PruningTrainer(Trainer):
                 for key in LABEL_KEYS:
                     batch.pop(key, None)
                 logits = prunable(**batch).logits.float().cpu()
-                per_position = logits.dim() == 3
                 mask = batch.get("attention_mask")
+                per_position = logits.dim() == 3
+                rows = [logits[row][mask[row].bool().cpu()] if per_position and mask is not None else logits[row]
+                        for row in range(logits.shape[0])]
+                if cache is None:   # the first batch: decide from the size the whole cache would take
+                    cache = self._new_teacher_cache(dataset, per_position, logits.shape[-1], rows)
+                    if cache is None:
+                        return None
                 for row, index in enumerate(indices.tolist()):
-                    entries[index] = (logits[row][mask[row].bool().cpu()] if per_position and mask is not None
-                                      else logits[row])
-        logger.info("Cached teacher logits for %d examples.", len(entries))
-        return TeacherCache([entries[i] for i in range(len(entries))], per_position)
+                    entries[index] = TeacherCache.compress(rows[row], cache.storage, args.teacher_cache_topk)
+        if cache is None:
+            raise PruningError("teacher='cached' found no training examples to cache; pass a non-empty train_dataset.")
+        cache.logits = [entries[i] for i in range(len(entries))]
+        logger.info("Cached teacher logits for %d examples: %s as %s%s.", len(entries), format_bytes(cache.nbytes()),
+                    cache.storage, "" if cache.approximation_kl is None else
+                    f", KL(teacher || cached teacher) {cache.approximation_kl:.2e} nats per token")
+        return cache
+
+    def _new_teacher_cache(self, dataset: Any, per_position: bool, width: int,
+                           sample: list[torch.Tensor]) -> TeacherCache | None:
+        args = self.args
+        positions = _cache_rows(dataset, per_position)
+        budget = gigabytes(args.teacher_cache_max_gb)
+        storage, estimates = choose_storage(args.teacher_cache_dtype, per_position, positions, width, budget,
+                                            args.teacher_cache_topk)
+        if storage is None:
+            logger.warning(budget_message(estimates, budget, positions, width, per_position))
+            return None
+        error = None
+        if per_position:
+            rows = torch.cat(sample)
+            error = TeacherCache.approximation_error(rows, TeacherCache.compress(rows, storage, args.teacher_cache_topk),
+                                                     width, storage, args.teacher_cache_topk)
+        logger.info("Teacher cache: %d %s x %d logits, estimated %s as %s (budget %s).", positions,
+                    "real tokens" if per_position else "examples", width, format_bytes(estimates[storage]), storage,
+                    format_bytes(budget))
+        return TeacherCache([], per_position, storage, width, error, {"estimates": estimates, "rows": positions})
 
     def compute_loss(self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None):
@@ -286,7 +344,7 @@ class PruningTrainer(Trainer):
         from ..io_utils import atomic_write
         state = {"lagrangian": {k: v.detach().cpu() for k, v in self.lagrangian.state_dict().items()},
                  "generator": prunable.generator.get_state() if prunable.generator is not None else None,
-                 "sparsity_warmup": self._sparsity_warmup}
+                 "sparsity_warmup": self._sparsity_warmup, "initial_logits": self.initial_logits}
         atomic_write(os.path.join(output_dir, PRUNING_STATE_NAME), lambda tmp: torch.save(state, tmp))
         torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
 
@@ -303,68 +361,7 @@ class PruningTrainer(Trainer):
         if state.get("generator") is not None and prunable.generator is not None:
             prunable.generator.set_state(state["generator"])
         self._sparsity_warmup = state.get("sparsity_warmup")
-
-    # ------------------------------------------------------------------ the end: binarize and save
-    def train(self, *args: Any, **kwargs: Any):
-        output = super().train(*args, **kwargs)
-        self.finalize_masks()
-        return output
-
-    def final_masks(self) -> dict[str, torch.Tensor]:
-        prunable = self.prunable
-        if self.args.final_binarization == "threshold":
-            previous = (prunable.pruning_config.binarization, prunable.pruning_config.threshold)
-            prunable.pruning_config.binarization = "threshold"
-            prunable.pruning_config.threshold = self.args.final_threshold
-            try:
-                return prunable.get_masks(binary=True, ignore_fixed=True)
-            finally:
-                prunable.pruning_config.binarization, prunable.pruning_config.threshold = previous
-        return prunable.get_masks(binary=True, sparsity=self.args.target_sparsity)
-
-    def finalize_masks(self) -> dict[str, Any]:
-        """Fix the binarized masks on the model and save the artifact (masks only) to `output_dir`."""
-        prunable = self.prunable
-        masks = self.final_masks()
-        prunable.set_masks(masks)
-        if self.args.should_save:
-            prunable.save_pretrained(self.args.output_dir)
-        report = prunable.sparsity_report(masks)
-        logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],
-                    report["units_total"], report["sparsity"], self.args.target_sparsity)
-        return report
-
-    @torch.no_grad()
-    def faithfulness(self, dataset: Any = None, max_batches: int | None = None) -> dict[str, float]:
-        """KL to the full model and agreement of argmax predictions, for the current (eval-mode) masks."""
-        dataset = dataset if dataset is not None else (self.eval_dataset or self.train_dataset)
-        loader = self.get_eval_dataloader(dataset)
-        prunable = self.prunable
-        was_training = prunable.training
-        prunable.eval()
-        total_kl = agree = count = 0.0
-        try:
-            for index, batch in enumerate(loader):
-                if max_batches is not None and index >= max_batches:
-                    break
-                batch = {k: v for k, v in self._prepare_inputs(batch).items()
-                         if k not in LABEL_KEYS and k != EXAMPLE_INDEX_COLUMN}
-                with prunable.masks_disabled():
-                    teacher = prunable(**batch).logits
-                student = prunable(**batch).logits
-                mask = batch.get("attention_mask")
-                items = student.shape[0] if student.dim() == 2 else float(mask.sum()) if mask is not None \
-                    else student.shape[0] * student.shape[1]
-                total_kl += float(kl_to_teacher(student, teacher, mask)) * items
-                same = (student.argmax(-1) == teacher.argmax(-1)).float()
-                if same.dim() == 2 and mask is not None:
-                    same = same * mask
-                agree += float(same.sum())
-                count += items
-        finally:
-            prunable.train(was_training)
-        return {"kl": total_kl / max(count, 1), "agreement": agree / max(count, 1)}
-
+        self.initial_logits = state.get("initial_logits")
 
 def _check_columns(dataset: Any) -> None:
     columns = getattr(dataset, "column_names", None)
@@ -387,3 +384,13 @@ def _check_reachable(model: PrunableModel, target: float) -> None:
                            f"units ({', '.join(model.enabled_kinds())}), but {forced_in} are forced in and "
                            f"{forced_out} forced out. Lower the target, enable more unit kinds "
                            "(PruningConfig(prune_heads=True, prune_mlps=True)), or force fewer units.")
+
+
+def _cache_rows(dataset: Any, per_position: bool) -> int:
+    """Rows a teacher cache of `dataset` holds: one per example, or one per real token."""
+    if not per_position:
+        return len(dataset)
+    columns = getattr(dataset, "column_names", None) or []
+    if "attention_mask" in columns:
+        return int(sum(sum(row) for row in dataset["attention_mask"]))
+    return int(sum(len(row) for row in dataset["input_ids"]))

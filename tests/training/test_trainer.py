@@ -116,7 +116,7 @@ def tiny_dataset(n: int = 32, seq: int = 10, task: str = "seq", pad: bool = Fals
 
 
 def prune_args(output_dir, **overrides) -> PruningArguments:
-    settings = dict(output_dir=str(output_dir), max_steps=6, per_device_train_batch_size=8, use_cpu=True,
+    settings = dict(output_dir=str(output_dir), recipe="paper", max_steps=6, per_device_train_batch_size=8, use_cpu=True,
                     report_to="none", disable_tqdm=True, warmup_steps=1, logging_steps=2, save_strategy="no",
                     seed=0, target_sparsity=0.5, sparsity_warmup_steps=3, mask_learning_rate=0.1,
                     dataloader_drop_last=True)
@@ -333,11 +333,18 @@ def test_paper_default_sparsity_warmup(tmp_path, caplog):
     assert args.paper_sparsity_warmup() == 9000  # 6500 + 50 * 50
     assert PruningArguments(output_dir=str(tmp_path), target_sparsity=0.7, use_cpu=True,
                             report_to="none").paper_sparsity_warmup() == 10000
-    # The other defaults of the recipe.
-    assert (args.mask_learning_rate, args.reg_learning_rate, args.kl_temperature) == (0.1, 1.0, 1.0)
-    assert (args.sparsity_schedule, args.sparsity_penalty, args.teacher) == ("linear", "sampled", "same_model")
+    # The other defaults of the recipe: left to the recipe until a trainer resolves it.
+    assert args.recipe == "auto" and args.reg_learning_rate is None and args.sparsity_penalty is None
+    assert (args.mask_learning_rate, args.kl_temperature) == (0.1, 1.0)
+    assert (args.sparsity_schedule, args.teacher) == ("linear", "same_model")
     assert args.keep_dropout is False and args.final_binarization == "topk" and args.warmup_steps == 200
     assert args.weight_decay == 0.0
+    paper = PruningTrainer(model=tiny_prunable(), args=PruningArguments(output_dir=str(tmp_path), use_cpu=True,
+                                                                        report_to="none", max_steps=9000),
+                           train_dataset=tiny_dataset(16))
+    assert paper.recipe.name == "paper"   # auto: long enough for the paper's schedule
+    assert (paper.args.reg_learning_rate, paper.args.sparsity_penalty, paper.args.warmup_steps) == (1.0, "sampled", 200)
+    assert args.reg_learning_rate is None   # the caller's arguments are left alone
 
     trainer = PruningTrainer(model=tiny_prunable(), args=prune_args(tmp_path, sparsity_warmup_steps=None),
                              train_dataset=tiny_dataset(16))
@@ -511,8 +518,12 @@ def test_gradient_checkpointing_runs_and_matches(tmp_path):
     _, plain = _train_and_logits(tmp_path, "plain", max_steps=4)
     prunable = tiny_prunable()
     trainer, checkpointed = _train_and_logits(tmp_path, "gc", prunable=prunable, max_steps=4,
-                                              gradient_checkpointing=True)
+                                              activation_checkpointing=True)
     assert any(getattr(m, "gradient_checkpointing", False) for m in prunable.model.modules())  # switched on
+    # ... through PrunableModel, whose recompute context replays each forward pass's masks
+    functions = [m._gradient_checkpointing_func for m in prunable.model.modules()
+                 if getattr(m, "_gradient_checkpointing_func", None) is not None]
+    assert functions and all(f.keywords["context_fn"] == prunable._checkpoint_contexts for f in functions)
     start = mask_logits(tiny_prunable())
     for kind in plain:
         assert not torch.equal(checkpointed[kind], start[kind])  # the masks learned something
@@ -523,7 +534,7 @@ def test_gradient_checkpointing_recomputes_the_student_layers(tmp_path):
     """Checkpointing must really happen in the student pass: every layer's inner modules run a second time in the
     backward pass (teacher 1 + student 1 + recompute 1 calls per step), otherwise the flag saves no memory."""
     prunable = tiny_prunable()
-    args = prune_args(tmp_path, max_steps=3, gradient_checkpointing=True)
+    args = prune_args(tmp_path, max_steps=3, activation_checkpointing=True, convergence_check=False)
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=tiny_dataset(32))
     calls = {"grad": 0, "no_grad": 0}
 
@@ -600,12 +611,20 @@ def test_cached_teacher_per_position_with_padding(tmp_path):
     data = tiny_dataset(16, seq=9, task="causal", pad=True)
     _, live = _train_and_logits(tmp_path, "live", prunable=tiny_prunable("gpt2", "causal"), data=data, max_steps=4)
     trainer, cached = _train_and_logits(tmp_path, "cached", prunable=tiny_prunable("gpt2", "causal"), data=data,
-                                        max_steps=4, teacher="cached")
-    assert trainer.teacher_cache.per_position
+                                        max_steps=4, teacher="cached", teacher_cache_dtype="float32")
+    assert trainer.teacher_cache.per_position and trainer.teacher_cache.storage == "float32"
     lengths = [sum(row) for row in data["attention_mask"]]
     assert [entry.shape for entry in trainer.teacher_cache.logits] == [(n, VOCAB) for n in lengths]
     for kind in live:
         torch.testing.assert_close(cached[kind], live[kind], atol=1e-5, rtol=0)
+    # The default keeps per-token logits in bf16: half the memory, and the masks move by bf16 rounding only.
+    trainer, compact = _train_and_logits(tmp_path, "bf16", prunable=tiny_prunable("gpt2", "causal"), data=data,
+                                         max_steps=4, teacher="cached")
+    assert trainer.teacher_cache.storage == "bfloat16"
+    assert trainer.teacher_cache.nbytes() == sum(lengths) * VOCAB * 2
+    assert 0 < trainer.teacher_cache.approximation_kl < 1e-4
+    for kind in live:
+        torch.testing.assert_close(compact[kind], live[kind], atol=2e-3, rtol=0)
 
 
 def test_cached_teacher_mismatch_errors(tmp_path):

@@ -1,0 +1,133 @@
+"""Does a pruning run's subnetwork mean anything? The check every run ends with.
+
+A run too short for its recipe returns exactly as many pruned units as asked, so its sparsity looks right while its
+ranking is little more than the initialization noise. Two measurements tell the difference:
+
+* **faithfulness against chance:** the KL to the full model of the learned subnetwork, next to the median KL of
+  random subnetworks with the same number of units in every layer (same kinds, same per-layer counts). A learned
+  subnetwork should be far more faithful than random ones; "converged" asks for at most `MAX_KL_RATIO` of their median.
+  When random subnetworks of this size are already faithful (median KL below `MIN_RANDOM_KL`), the comparison says
+  nothing and the verdict rests on the second measurement alone;
+* **whether the logits moved:** the rank correlation between the final and the initial logits. Near 1, the final
+  ranking is the initial one, i.e. noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+
+from .losses import kl_to_teacher
+
+__all__ = ["ConvergenceReport", "MAX_KL_RATIO", "MAX_INIT_CORRELATION", "MIN_RANDOM_KL", "check_convergence",
+           "init_rank_correlation", "random_masks_like"]
+
+MAX_KL_RATIO = 0.5
+MIN_RANDOM_KL = 1e-3
+MAX_INIT_CORRELATION = 0.9
+
+
+@dataclass
+class ConvergenceReport:
+    """The verdict of `check_convergence`, stored in the artifact (config `extra["convergence"]`, model card)."""
+
+    converged: bool
+    verdict: str
+    kl: float
+    random_kl_median: float
+    kl_ratio: float | None
+    init_rank_correlation: float | None
+    random_kl: list[float]
+    subnetworks: int
+    batches: int
+    advice: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def random_masks_like(masks: Mapping[str, torch.Tensor], kinds: Mapping[str, Any], enabled: Iterable[str],
+                      generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """A random subnetwork with as many kept entries as `masks` in every layer of every enabled kind (kinds with one
+    entry per layer, such as MLP blocks, keep their total count instead); other kinds stay as they are."""
+    enabled = set(enabled)
+    out = {}
+    for name, mask in masks.items():
+        mask = mask.detach().float().cpu()
+        spec = kinds.get(name)
+        if name not in enabled:
+            out[name] = mask.clone()
+            continue
+        per_layer = spec is not None and spec.layer_dim == 0 and mask.dim() > 1
+        rows = mask.reshape(mask.shape[0], -1) if per_layer else mask.reshape(1, -1)
+        shuffled = torch.stack([row[torch.randperm(row.numel(), generator=generator)] for row in rows])
+        out[name] = shuffled.reshape(mask.shape)
+    return out
+
+
+def init_rank_correlation(initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]) -> float | None:
+    """Spearman's rho between the initial and the final logits of all entries (None with fewer than 3)."""
+    kinds = [k for k in final if k in initial]
+    if not kinds:
+        return None
+    a = torch.cat([initial[k].detach().double().flatten().cpu() for k in kinds])
+    b = torch.cat([final[k].detach().double().flatten().cpu() for k in kinds])
+    if a.numel() < 3:
+        return None
+    ranks_a = a.argsort().argsort().double()
+    ranks_b = b.argsort().argsort().double()
+    ranks_a, ranks_b = ranks_a - ranks_a.mean(), ranks_b - ranks_b.mean()
+    denominator = float((ranks_a.square().sum() * ranks_b.square().sum()).sqrt())
+    return float((ranks_a * ranks_b).sum()) / denominator if denominator else None
+
+
+@torch.no_grad()
+def subnetwork_kls(forward: Callable[[dict], torch.Tensor], teacher: list[torch.Tensor], batches: list[dict],
+                   apply_masks: Callable[[Mapping[str, torch.Tensor]], Any],
+                   subnetworks: list[Mapping[str, torch.Tensor]]) -> list[float]:
+    """KL(full || subnetwork) of each subnetwork, averaged over the items of `batches` (examples, or real tokens)."""
+    results = []
+    for masks in subnetworks:
+        total = count = 0.0
+        with apply_masks(masks):
+            for batch, full in zip(batches, teacher):
+                student = forward(batch)
+                mask = batch.get("attention_mask")
+                items = student.shape[0] if student.dim() == 2 else float(mask.sum()) if mask is not None \
+                    else student.shape[0] * student.shape[1]
+                total += float(kl_to_teacher(student, full, mask)) * items
+                count += items
+        results.append(total / max(count, 1.0))
+    return results
+
+
+def check_convergence(kl: float, random_kl: list[float], correlation: float | None, batches: int
+                      ) -> ConvergenceReport:
+    """The verdict from the measurements (see the module docstring)."""
+    median = statistics.median(random_kl)
+    ratio = kl / median if median > 0 else None
+    moved = correlation is None or correlation <= MAX_INIT_CORRELATION
+    if median < MIN_RANDOM_KL:
+        verdict = "inconclusive: random subnetworks of this size are faithful too"
+        converged = moved
+    elif ratio is not None and ratio <= MAX_KL_RATIO:
+        verdict = "converged"
+        converged = True
+    else:
+        verdict = "no more faithful than random subnetworks of the same size"
+        converged = False
+    if not moved:
+        verdict = "the mask logits kept their initial ranking"
+        converged = False
+    advice = None
+    if not converged:
+        advice = ("The run was too short for its recipe: the masks barely moved from their initialization. Use "
+                  "PruningArguments(recipe='short') (init 3, expected-L0 penalty, multiplier lr 0.1) for runs of a "
+                  "few hundred steps, or train longer (the paper's recipe needs ~9000 steps)." if not moved else
+                  "Train longer, lower target_sparsity, or use recipe='short' for a short run; check that the "
+                  "training data exercises the behaviour you prune for.")
+    return ConvergenceReport(converged, verdict, kl, median, ratio, correlation, random_kl, len(random_kl), batches,
+                             advice)

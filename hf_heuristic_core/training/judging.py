@@ -1,0 +1,173 @@
+"""How a `PruningTrainer` judges the subnetwork it is learning: faithfulness, `evaluate()`, and the end of `train()`.
+
+`evaluate()` scores the subnetwork the run would return *now* (the logits binarized at the target sparsity, by the
+run's own rule), so `eval_loss` (its KL to the full model) tracks what `train()` will save, and
+`metric_for_best_model`, `load_best_model_at_end` and early stopping select among such subnetworks rather than among
+the less sparse masks of the warm-up. At the end of `train()` the masks are binarized, fixed, checked against random
+subnetworks of the same size (`training.convergence`), and saved with the verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from ..batching import LABEL_KEYS
+from .convergence import check_convergence, init_rank_correlation, random_masks_like, subnetwork_kls
+from .losses import kl_to_teacher
+
+logger = logging.getLogger(__name__)
+
+EXAMPLE_INDEX_COLUMN = "hhc_example_index"
+
+__all__ = ["EXAMPLE_INDEX_COLUMN", "SubnetworkJudging"]
+
+
+class SubnetworkJudging:
+    """Mixed into `PruningTrainer` (before `transformers.Trainer`)."""
+
+    # ------------------------------------------------------------------ the end of a run
+    def train(self, *args: Any, **kwargs: Any):
+        resume = kwargs.get("resume_from_checkpoint", args[0] if args else None)
+        if resume is None or resume is False:
+            self.initial_logits = {kind: logit.detach().cpu().clone() for kind, logit in
+                                   self.prunable.mask_logits.items()}
+        output = super().train(*args, **kwargs)
+        report = self.finalize_masks()
+        if "convergence" in report:
+            output.metrics["converged"] = report["convergence"]["converged"]
+        return output
+
+    def final_masks(self) -> dict[str, torch.Tensor]:
+        """The subnetwork of the current logits: top-k at the target sparsity, or the paper's threshold rule."""
+        prunable = self.prunable
+        if self.args.final_binarization == "threshold":
+            previous = (prunable.pruning_config.binarization, prunable.pruning_config.threshold)
+            prunable.pruning_config.binarization = "threshold"
+            prunable.pruning_config.threshold = self.args.final_threshold
+            try:
+                return prunable.get_masks(binary=True, ignore_fixed=True)
+            finally:
+                prunable.pruning_config.binarization, prunable.pruning_config.threshold = previous
+        return prunable.get_masks(binary=True, sparsity=self.args.target_sparsity, ignore_fixed=True)
+
+    def finalize_masks(self) -> dict[str, Any]:
+        """Fix the binarized masks on the model, judge them (`convergence_check`), and save the artifact (masks only)
+        to `output_dir`. Returns the sparsity report, with the convergence verdict under "convergence"."""
+        prunable = self.prunable
+        masks = self.final_masks()
+        prunable.set_masks(masks)
+        report = prunable.sparsity_report(masks)
+        prunable.pruning_config.extra["recipe"] = {"name": self.recipe.name, "requested": self.args.recipe,
+                                                   "filled_in": dict(self.recipe_settings)}
+        if self.args.convergence_check:
+            self.convergence = self.judge(masks)
+            report["convergence"] = self.convergence.to_dict()
+            prunable.pruning_config.extra["convergence"] = report["convergence"]
+            if not self.convergence.converged:
+                logger.warning("The pruning run did not converge: %s (subnetwork KL %.4g, median of %d random "
+                               "subnetworks of the same size %.4g). %s", self.convergence.verdict,
+                               self.convergence.kl, self.convergence.subnetworks,
+                               self.convergence.random_kl_median, self.convergence.advice)
+        if self.args.should_save:
+            prunable.save_pretrained(self.args.output_dir)
+        logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],
+                    report["units_total"], report["sparsity"], self.args.target_sparsity)
+        return report
+
+    @torch.no_grad()
+    def judge(self, masks: dict[str, torch.Tensor]):
+        """KL of `masks` and of random subnetworks of the same per-layer sizes on the check's batches, and how far
+        the logits moved from where the run started."""
+        prunable = self.prunable
+        batches = self._judging_batches(self.args.convergence_batches)
+        generator = torch.Generator().manual_seed(int(self.args.seed))
+        randoms = [random_masks_like(masks, prunable.kinds, prunable.enabled_kinds(), generator)
+                   for _ in range(self.args.convergence_subnetworks)]
+        was_training = prunable.training
+        prunable.eval()
+        try:
+            with prunable.masks_disabled():
+                teacher = [prunable(**batch).logits for batch in batches]
+            kls = subnetwork_kls(lambda batch: prunable(**batch).logits, teacher, batches, prunable.masks_applied,
+                                 [masks, *randoms])
+        finally:
+            prunable.train(was_training)
+        correlation = init_rank_correlation(self.initial_logits, dict(prunable.mask_logits.items())) \
+            if self.initial_logits else None
+        return check_convergence(kls[0], kls[1:], correlation, len(batches))
+
+    def _judging_batches(self, count: int) -> list[dict[str, torch.Tensor]]:
+        dataset = self.eval_dataset if self.eval_dataset is not None else self.train_dataset
+        if isinstance(dataset, dict):
+            dataset = next(iter(dataset.values()))
+        batches = []
+        for batch in self.get_eval_dataloader(dataset):
+            if len(batches) >= count:
+                break
+            batches.append({k: v for k, v in self._prepare_inputs(batch).items()
+                            if k not in LABEL_KEYS and k != EXAMPLE_INDEX_COLUMN})
+        return batches
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval"
+                 ) -> dict[str, float]:
+        """`eval_loss` = KL(full model || the subnetwork the run would return now), with agreement and sparsity."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if dataset is None:
+            raise ValueError("PruningTrainer.evaluate needs an eval_dataset (pass one to the trainer or to "
+                             "evaluate()).")
+        if isinstance(dataset, dict):
+            metrics: dict[str, float] = {}
+            for name, part in dataset.items():
+                metrics.update(self.evaluate(part, ignore_keys, f"{metric_key_prefix}_{name}"))
+            return metrics
+        masks = self.final_masks()
+        with self.prunable.masks_applied(masks):
+            faithful = self.faithfulness(dataset)
+        report = self.prunable.sparsity_report(masks)
+        metrics = {f"{metric_key_prefix}_loss": faithful["kl"], f"{metric_key_prefix}_kl": faithful["kl"],
+                   f"{metric_key_prefix}_agreement": faithful["agreement"],
+                   f"{metric_key_prefix}_sparsity": report["sparsity"]}
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def _load_best_model(self) -> None:
+        """Checkpoints hold masks, not weights: the best one is loaded like a resume."""
+        logger.info("Loading the best masks from %s (score %s).", self.state.best_model_checkpoint,
+                    self.state.best_metric)
+        self._load_from_checkpoint(self.state.best_model_checkpoint)
+
+    @torch.no_grad()
+    def faithfulness(self, dataset: Any = None, max_batches: int | None = None) -> dict[str, float]:
+        """KL to the full model and agreement of argmax predictions, for the current (eval-mode) masks."""
+        dataset = dataset if dataset is not None else (self.eval_dataset or self.train_dataset)
+        loader = self.get_eval_dataloader(dataset)
+        prunable = self.prunable
+        was_training = prunable.training
+        prunable.eval()
+        total_kl = agree = count = 0.0
+        try:
+            for index, batch in enumerate(loader):
+                if max_batches is not None and index >= max_batches:
+                    break
+                batch = {k: v for k, v in self._prepare_inputs(batch).items()
+                         if k not in LABEL_KEYS and k != EXAMPLE_INDEX_COLUMN}
+                with prunable.masks_disabled():
+                    teacher = prunable(**batch).logits
+                student = prunable(**batch).logits
+                mask = batch.get("attention_mask")
+                items = student.shape[0] if student.dim() == 2 else float(mask.sum()) if mask is not None \
+                    else student.shape[0] * student.shape[1]
+                total_kl += float(kl_to_teacher(student, teacher, mask)) * items
+                same = (student.argmax(-1) == teacher.argmax(-1)).float()
+                if same.dim() == 2 and mask is not None:
+                    same = same * mask
+                agree += float(same.sum())
+                count += items
+        finally:
+            prunable.train(was_training)
+        return {"kl": total_kl / max(count, 1), "agreement": agree / max(count, 1)}

@@ -1,0 +1,67 @@
+"""`PruningArguments.seed` alone decides a run: two fresh processes with the same seed end with bit-identical masks
+and logits, whatever the global RNG did before, and another seed starts elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = r'''
+import hashlib, json, os, sys
+sys.path.insert(0, {tests!r})
+import torch
+torch.manual_seed(int.from_bytes(os.urandom(4), "little"))   # the global RNG differs in every process
+from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer
+from test_trainer_data import data, model
+pm = PrunableModel(model(), PruningConfig(ablation="zero"))
+args = PruningArguments(output_dir=sys.argv[2], seed=int(sys.argv[1]), max_steps=5, per_device_train_batch_size=8,
+                        use_cpu=True, report_to="none", disable_tqdm=True, save_strategy="no",
+                        logging_strategy="no", convergence_check=False)
+trainer = PruningTrainer(model=pm, args=args, train_dataset=data())
+start = {{k: v.detach().clone() for k, v in pm.mask_logits.items()}}
+trainer.train()
+digest = hashlib.sha256()
+for kind, logit in pm.mask_logits.items():
+    digest.update(logit.detach().numpy().tobytes())
+print(json.dumps({{"logits": digest.hexdigest(), "masks": {{k: v.tolist() for k, v in pm.get_masks().items()}},
+                  "start": {{k: v.tolist() for k, v in start.items()}}}}))
+'''
+
+HELPER = '''
+import datasets, torch, transformers
+def model():
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                     intermediate_size=37, max_position_embeddings=64, num_labels=3,
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    return transformers.BertForSequenceClassification(config).eval()
+def data():
+    ids = torch.randint(3, 99, (64, 10), generator=torch.Generator().manual_seed(0))
+    return datasets.Dataset.from_dict({"input_ids": ids.tolist()})
+'''
+
+
+def _run(tmp_path: Path, seed: int, name: str) -> dict:
+    helpers = tmp_path / "helpers"
+    helpers.mkdir(exist_ok=True)
+    (helpers / "test_trainer_data.py").write_text(HELPER)
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT.format(tests=str(helpers)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, str(script), str(seed), str(tmp_path / name)], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_same_seed_same_masks_in_fresh_processes(tmp_path):
+    first, second, other = _run(tmp_path, 7, "a"), _run(tmp_path, 7, "b"), _run(tmp_path, 8, "c")
+    assert first == second
+    assert first["start"] != other["start"] and first["logits"] != other["logits"]
