@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,7 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     from ..model import PrunableModel
     from ..training.trainer import PruningTrainer
 
+    resume = resume_checkpoint(args)
     task = resolve_task(script)
     hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
@@ -174,11 +176,31 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
         eval_tok = train_tok.select(range(min(256, len(train_tok))))
     trainer = PruningTrainer(model=model, args=args, train_dataset=train_tok, data_collator=collator,
                              processing_class=tokenizer)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     report = model.sparsity_report()
     faithful = trainer.faithfulness(eval_tok)
     return {"output_dir": args.output_dir, "task": task, **report, "target_sparsity": args.target_sparsity,
             "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"]}
+
+
+def resume_checkpoint(args) -> str | None:
+    """`--resume_from_checkpoint DIR` or `last` (the newest `checkpoint-*` under `--output_dir`), checked before any
+    work so that a typo fails now instead of silently restarting from step 0."""
+    from ..errors import PruningError
+    wanted = args.resume_from_checkpoint
+    if wanted in (None, "", "False", "false"):
+        return None
+    if str(wanted).lower() in ("last", "true"):
+        from transformers.trainer_utils import get_last_checkpoint
+        last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+        if last is None:
+            raise PruningError(f"--resume_from_checkpoint {wanted}: no checkpoint-* folder under {args.output_dir}; "
+                               "run without it to start from step 0, or pass a checkpoint folder.")
+        return last
+    if not os.path.isfile(os.path.join(wanted, "trainer_state.json")):
+        raise PruningError(f"--resume_from_checkpoint {wanted}: not a finished Trainer checkpoint (no "
+                           "trainer_state.json); pass a checkpoint-* folder written by --save_strategy steps, or 'last'.")
+    return wanted
 
 
 def resolve_task(script: PruneScriptArguments) -> str:

@@ -1,0 +1,106 @@
+"""`hf-heuristic-core prune --resume_from_checkpoint`: a run SIGKILLed mid-training and resumed from its checkpoint
+ends with the masks of an uninterrupted run, bit for bit; `--seed` alone decides the masks; bad values fail early."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hf_heuristic_core.cli import main
+from hf_heuristic_core.errors import PruningError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_run_inputs(tmp_path_factory, minilm_dir):
+    """A tiny random BERT classifier with MiniLM's tokenizer, and 96 generated NLI pairs as jsonl."""
+    import torch
+    import transformers
+    from hf_heuristic_core import generate_nli
+    folder = tmp_path_factory.mktemp("tiny-cli")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_attention_heads=4,
+                                     num_hidden_layers=2, intermediate_size=37, max_position_embeddings=64,
+                                     num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    transformers.BertForSequenceClassification(config).save_pretrained(folder / "model")
+    tokenizer.save_pretrained(folder / "model")
+    data = generate_nli(train_size=96, id_eval_size=8, ood_eval_size_per_subcase=1, seed=0)["train"]
+    data.to_json(str(folder / "train.jsonl"))
+    return folder / "model", folder / "train.jsonl"
+
+
+def _command(model: Path, data: Path, output: Path, *extra: str) -> list[str]:
+    return ["prune", "--model", str(model), "--dataset", str(data), "--target_sparsity", "0.5", "--output_dir",
+            str(output), "--max_steps", "24", "--per_device_train_batch_size", "8", "--means_examples", "32",
+            "--max_length", "32", "--report_to", "none", "--use_cpu", "--disable_tqdm", "true", "--seed", "7",
+            "--save_strategy", "steps", "--save_steps", "4", "--logging_strategy", "no", *extra]
+
+
+def _artifact(folder: Path) -> tuple[dict, dict]:
+    """Tensors (as bytes) and metadata of a mask artifact; the safetensors header orders metadata keys freely."""
+    from safetensors import safe_open
+    with safe_open(str(folder / "masks.safetensors"), "pt") as handle:
+        return ({k: handle.get_tensor(k).numpy().tobytes() for k in handle.keys()}, handle.metadata())
+
+
+def _environment() -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "OMP_NUM_THREADS": "1"}
+
+
+def _cli(arguments: list[str]) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "hf_heuristic_core.cli", *arguments]
+    completed = subprocess.run(command, check=False, cwd=REPO, env=_environment(), capture_output=True, text=True,
+                               timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed
+
+
+@pytest.mark.slow
+def test_sigkilled_prune_resumes_to_the_uninterrupted_masks(tiny_run_inputs, tmp_path):
+    model, data = tiny_run_inputs
+    _cli(_command(model, data, tmp_path / "whole"))
+    whole = _artifact(tmp_path / "whole")
+
+    # Same seed in a fresh process: the same masks (the seed alone decides the run).
+    _cli(_command(model, data, tmp_path / "again"))
+    assert _artifact(tmp_path / "again") == whole
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, "-m", "hf_heuristic_core.cli", *_command(model, data, killed)],
+                               cwd=REPO, env=_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = killed / "checkpoint-8"
+    deadline = time.time() + 300
+    while not (checkpoint / "trainer_state.json").is_file() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (killed / "masks.safetensors").exists()
+    first_checkpoint = (killed / "checkpoint-4" / "trainer_state.json").stat().st_mtime_ns
+
+    _cli(_command(model, data, killed, "--resume_from_checkpoint", str(checkpoint)))
+    tensors, metadata = _artifact(killed)
+    assert tensors == whole[0] and {k for k in metadata} == {k for k in whole[1]}
+    state = json.loads((killed / "checkpoint-24" / "trainer_state.json").read_text())
+    assert state["global_step"] == 24
+    # Resumed, not restarted: the steps before the checkpoint were not trained (or saved) again.
+    assert (killed / "checkpoint-4" / "trainer_state.json").stat().st_mtime_ns == first_checkpoint
+
+
+def test_resume_from_a_folder_that_is_no_checkpoint_fails_before_any_work(tiny_run_inputs, tmp_path):
+    model, data = tiny_run_inputs
+    with pytest.raises(PruningError, match="not a finished Trainer checkpoint"):
+        main(_command(model, data, tmp_path / "run", "--resume_from_checkpoint", str(tmp_path / "nowhere")))
+    with pytest.raises(PruningError, match="no checkpoint-\\* folder under"):
+        main(_command(model, data, tmp_path / "run", "--resume_from_checkpoint", "last"))
+    assert not (tmp_path / "run").exists()
