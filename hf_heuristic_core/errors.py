@@ -21,3 +21,11 @@ class ArtifactError(PruningError, ValueError):
 
 class MissingMeansError(PruningError, RuntimeError):
     """Mean ablation was requested but no mean activations were computed."""
+
+
+class UsageError(PruningError, ValueError):
+    """A path, flag or value given by the user cannot work; the message names it and says what to pass instead."""
+
+
+class EmptyDatasetError(UsageError):
+    """A dataset (or the part of it a run would use) has no rows."""

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import PruningError
+from .fields import CACHE_DTYPES
 
 __all__ = ["CACHE_DTYPES", "TeacherCache", "estimate_cache_bytes", "format_bytes"]
 
-CACHE_DTYPES = ("auto", "float32", "bfloat16", "topk")
 _BYTES = {"float32": 4, "bfloat16": 2}
 
 

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import Trainer
 
 from ..batching import LABEL_KEYS
-from ..errors import PruningError
+from ..errors import EmptyDatasetError, PruningError
 from ..model import PrunableModel
 from .arguments import PruningArguments
 from .lagrangian import LagrangeMultipliers
@@ -364,6 +364,9 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         self.initial_logits = state.get("initial_logits")
 
 def _check_columns(dataset: Any) -> None:
+    if dataset is not None and hasattr(dataset, "__len__") and len(dataset) == 0:
+        raise EmptyDatasetError("The training dataset has no rows; pass a train_dataset with at least one example "
+                                "(check the split, and any filter or select applied before).")
     columns = getattr(dataset, "column_names", None)
     if columns is None or isinstance(columns, dict):
         return

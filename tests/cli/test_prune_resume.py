@@ -97,10 +97,12 @@ def test_sigkilled_prune_resumes_to_the_uninterrupted_masks(tiny_run_inputs, tmp
     assert (killed / "checkpoint-4" / "trainer_state.json").stat().st_mtime_ns == first_checkpoint
 
 
-def test_resume_from_a_folder_that_is_no_checkpoint_fails_before_any_work(tiny_run_inputs, tmp_path):
+def test_resume_from_a_folder_that_is_no_checkpoint_fails_before_any_work(tiny_run_inputs, tmp_path, capsys):
     model, data = tiny_run_inputs
-    with pytest.raises(PruningError, match="not a finished Trainer checkpoint"):
-        main(_command(model, data, tmp_path / "run", "--resume_from_checkpoint", str(tmp_path / "nowhere")))
-    with pytest.raises(PruningError, match="no checkpoint-\\* folder under"):
-        main(_command(model, data, tmp_path / "run", "--resume_from_checkpoint", "last"))
+    assert main(_command(model, data, tmp_path / "run", "--resume_from_checkpoint", str(tmp_path / "nowhere"))) == 2
+    assert "not a finished Trainer checkpoint" in capsys.readouterr().err
+    assert main(_command(model, data, tmp_path / "run", "--resume_from_checkpoint", "last")) == 2
+    assert "no checkpoint-* folder under" in capsys.readouterr().err
+    with pytest.raises(PruningError, match="no checkpoint-\\* folder under"):   # --debug: the exception itself
+        main(_command(model, data, tmp_path / "run", "--resume_from_checkpoint", "last", "--debug"))
     assert not (tmp_path / "run").exists()

@@ -1,0 +1,320 @@
+"""`hf-heuristic-core prune`: learn a mask at a target sparsity for one model and dataset.
+
+    hf-heuristic-core prune --model NAME_OR_PATH --dataset NAME_OR_FILES --target_sparsity 0.5 --output_dir DIR
+
+`--help` shows the pruning flags and the training-loop flags that matter (built without importing torch, so it is
+fast); `--help-all` lists every `TrainingArguments` flag, all of which are still accepted. Flags the mask optimizer
+would silently ignore (`--learning_rate`, `--weight_decay`, `--optim`, ...) are refused with the flag to use instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UsageError
+from ..training.fields import PruningFields
+from .checks import (
+    check_model_source,
+    check_rows,
+    load_dataset_checked,
+    resolve_text_columns,
+)
+from .help import render_help, wants_help
+
+DESCRIPTION = "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact."
+PROG = "hf-heuristic-core prune"
+
+TASK_CLASSES = {
+    "sequence_classification": "AutoModelForSequenceClassification",
+    "causal_lm": "AutoModelForCausalLM",
+    "token_classification": "AutoModelForTokenClassification",
+}
+ABLATIONS = ("mean", "zero", "resample")
+
+
+@dataclass
+class PruneScriptArguments:
+    """What to prune and on which data (the pruning hyperparameters are `PruningArguments`)."""
+
+    _argument_group_name = "what to prune"
+
+    model: str = field(metadata={"help": "Hub id or local folder of a fine-tuned model (classifier or causal LM)."})
+    dataset: str = field(metadata={
+        "help": "Hub dataset id, a save_to_disk folder, or local json/jsonl/csv/parquet file(s), comma-separated."})
+    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
+    train_split: str = field(default="train", metadata={"help": "Split to prune on."})
+    eval_split: str | None = field(default=None, metadata={
+        "help": "Split for the final KL / agreement summary (default: the first 256 training examples)."})
+    text_columns: str | None = field(default=None, metadata={
+        "help": "Comma-separated text column(s); default: premise,hypothesis / sentence1,sentence2 / "
+                "question1,question2 / text / sentence, whichever exist."})
+    max_length: int = field(default=128, metadata={"help": "Tokenizer truncation length (the paper: 128)."})
+    max_train_examples: int | None = field(default=None, metadata={"help": "Use at most this many examples."})
+    means_examples: int = field(default=1024, metadata={"help": "Training examples used for mean activations."})
+    task: str = field(default="auto", metadata={
+        "help": "auto, sequence_classification, causal_lm or token_classification."})
+    ablation: str = field(default="mean", metadata={"help": "mean, zero or resample."})
+    prune_heads: bool = field(default=True, metadata={"help": "Mask attention heads."})
+    prune_mlps: bool = field(default=True, metadata={"help": "Mask whole MLP blocks."})
+    init_mean: float | None = field(default=None, metadata={
+        "help": "Mean of the initial mask logits (PruningConfig.init_mean). Default: the recipe's (paper 10, short "
+                "3); the README's short-run setting is 3. With the short recipe a value of 10 reads as unset."})
+    model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
+    gguf_file: str | None = field(default=None, metadata={"help": "GGUF file inside --model, if any."})
+
+
+@dataclass
+class TrainingLoopFlags:
+    """The `TrainingArguments` fields that shape a pruning run, for `prune --help` (defaults checked in the tests)."""
+
+    output_dir: str | None = field(default=None, metadata={"help": "Where the mask artifact (and checkpoints) go."})
+    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides num_train_epochs when > 0."})
+    num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs over the data (when max_steps <= 0)."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Pruning batch size."})
+    per_device_eval_batch_size: int = field(default=8, metadata={
+        "help": "Batch size of the means and of the final KL / agreement."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Batches per optimizer step."})
+    seed: int = field(default=42, metadata={"help": "Seed of the mask init and the hard-concrete noise."})
+    lr_scheduler_type: str = field(default="linear", metadata={
+        "help": "Schedule of both learning rates after warm-up (the paper: linear)."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping (0 disables)."})
+    adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1 of the mask optimizer."})
+    adam_beta2: float = field(default=0.999, metadata={"help": "AdamW beta2 of the mask optimizer."})
+    adam_epsilon: float = field(default=1e-08, metadata={"help": "AdamW epsilon of the mask optimizer."})
+    logging_steps: float = field(default=500, metadata={"help": "Log every N steps."})
+    save_strategy: str = field(default="steps", metadata={"help": "no, steps or epoch: when to checkpoint."})
+    save_steps: float = field(default=500, metadata={"help": "Checkpoint every N steps."})
+    save_total_limit: int | None = field(default=None, metadata={"help": "Keep at most N checkpoints."})
+    resume_from_checkpoint: str | None = field(default=None, metadata={
+        "help": "A checkpoint-* folder, or 'last' for the newest under --output_dir."})
+    report_to: str = field(default="none", metadata={"help": "Logging integrations (e.g. tensorboard, wandb)."})
+    use_cpu: bool = field(default=False, metadata={"help": "Run on the CPU even when a GPU is present."})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision."})
+    disable_tqdm: bool | None = field(default=None, metadata={"help": "Hide progress bars."})
+
+
+TRAINING_GROUP = "training loop (TrainingArguments; --help-all lists every one, all accepted)"
+MASK_GROUP = "mask learning (PruningArguments)"
+
+# TrainingArguments flags the mask optimizer never reads: refused, naming what to pass instead.
+REFUSED_FLAGS = {
+    "learning_rate": "the mask optimizer does not read it; use --mask_learning_rate (mask logits, default 0.1) "
+                     "and --reg_learning_rate (Lagrange multipliers, default: the recipe's)",
+    "weight_decay": "mask logits and multipliers train without weight decay (it would pull the logits toward 0); "
+                    "drop the flag",
+    "optim": "the mask optimizer is always AdamW over two groups; tune --adam_beta1/--adam_beta2/--adam_epsilon",
+    "optim_args": "the mask optimizer is always AdamW over two groups; tune --adam_beta1/--adam_beta2/--adam_epsilon",
+    "optim_target_modules": "the optimizer trains the mask logits only; drop the flag",
+    "eval_strategy": "prune evaluates once, at the end, on --eval_split (KL and agreement); drop the flag",
+    "do_eval": "prune evaluates once, at the end, on --eval_split (KL and agreement); drop the flag",
+    "do_predict": "prune does not predict; drop the flag",
+}
+
+
+def given_flags(argv: Sequence[str]) -> list[str]:
+    """Field names of the `--flags` on a command line (`--a-b`, `--a_b` and `--a_b=1` all give `a_b`)."""
+    return [token[2:].split("=", 1)[0].replace("-", "_") for token in argv
+            if token.startswith("--") and len(token) > 2]
+
+
+def refuse_ignored_flags(argv: Sequence[str]) -> None:
+    for name in given_flags(argv):
+        if name in REFUSED_FLAGS:
+            raise UsageError(f"--{name} is not used by prune: {REFUSED_FLAGS[name]}.")
+
+
+def prune_help(everything: bool = False) -> str:
+    """`prune --help`: pruning flags first, then the training-loop flags that apply; no torch import."""
+    if everything:
+        return full_parser().format_help()
+    epilog = ("Dashes and underscores both work (--target-sparsity). Booleans take true/false; those on by default "
+              "also take --no_FLAG.\nRefused (the mask optimizer ignores them): "
+              + ", ".join(f"--{name}" for name in REFUSED_FLAGS) + ".")
+    return render_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, None),
+                                           (MASK_GROUP, PruningFields, None),
+                                           (TRAINING_GROUP, TrainingLoopFlags, None)], epilog=epilog)
+
+
+def full_parser():
+    from transformers import HfArgumentParser
+
+    from ..training.arguments import PruningArguments
+    return HfArgumentParser((PruneScriptArguments, PruningArguments), prog=PROG, description=DESCRIPTION)
+
+
+def parse_prune_arguments(argv: Sequence[str]) -> tuple[PruneScriptArguments, Any]:
+    """Refuse ignored flags, parse with every `TrainingArguments` flag, then check the values."""
+    argv = list(argv)
+    refuse_ignored_flags(argv)
+    parser = full_parser()
+    try:
+        script, args, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    except ValueError as err:  # PruningArguments.__post_init__ and TrainingArguments' own checks
+        raise UsageError(str(err).strip().replace("\n", " ")) from err
+    if unknown:
+        raise UsageError(unknown_flags_message(unknown, [o for a in parser._actions for o in a.option_strings]))
+    check_script_arguments(script)
+    return script, args
+
+
+def unknown_flags_message(unknown: Sequence[str], known: Sequence[str]) -> str:
+    """Name the unknown flags and the closest real ones."""
+    import difflib
+    flags = [u for u in unknown if u.startswith("-")] or list(unknown)
+    close = {f: difflib.get_close_matches(f.split("=")[0], known, n=1) for f in flags}
+    hints = [f"{f} (did you mean {m[0]}?)" if m else f for f, m in close.items()]
+    return f"unknown flag(s) {', '.join(hints)}; see `{PROG} --help` (--help-all lists every flag)."
+
+
+def check_script_arguments(script: PruneScriptArguments) -> None:
+    """Values that cannot work, refused before any model or data is loaded."""
+    import math
+    if script.task != "auto" and script.task not in TASK_CLASSES:
+        raise UsageError(f"--task {script.task!r} is not one of auto, {', '.join(TASK_CLASSES)}.")
+    if script.ablation not in ABLATIONS:
+        raise UsageError(f"--ablation {script.ablation!r} is not one of {', '.join(ABLATIONS)}.")
+    if not (script.prune_heads or script.prune_mlps):
+        raise UsageError("--prune_heads false and --prune_mlps false leave nothing to prune; enable one of them.")
+    for name in ("max_length", "means_examples", "max_train_examples"):
+        value = getattr(script, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} {value} must be >= 1 (leave --max_train_examples out to use every example).")
+    if script.init_mean is not None and not math.isfinite(script.init_mean):
+        raise UsageError(f"--init_mean {script.init_mean} must be a finite number (the short recipe uses 3).")
+    check_model_source(script.model, script.gguf_file)
+
+
+def prune_command(argv: Sequence[str]) -> int:
+    argv = list(argv)
+    if wants_help(argv, ("--help-all",)):
+        print(prune_help(everything=True))
+        return 0
+    if wants_help(argv):
+        print(prune_help())
+        return 0
+    script_args, pruning_args = parse_prune_arguments(argv)
+    summary = run_prune(script_args, pruning_args)
+    print(format_summary(summary))
+    return 0
+
+
+def run_prune(script: PruneScriptArguments, args) -> dict:
+    """Load, tokenize, compute means, prune, binarize, save; returns the summary printed by the CLI."""
+    import transformers
+
+    from ..config import PruningConfig
+    from ..model import PrunableModel
+    from ..training.trainer import PruningTrainer
+
+    check_script_arguments(script)
+    resume = resume_checkpoint(args)
+    task = resolve_task(script)
+    train = load_dataset_checked(script.dataset, script.dataset_config, script.train_split, "--dataset")
+    if script.max_train_examples:
+        train = train.select(range(min(script.max_train_examples, len(train))))
+    columns = resolve_text_columns(train.column_names, script.text_columns)
+
+    hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    settings: dict[str, Any] = {"ablation": script.ablation, "prune_heads": script.prune_heads,
+                                "prune_mlps": script.prune_mlps}
+    if script.init_mean is not None:
+        settings["init_mean"] = script.init_mean
+    model = PrunableModel.from_pretrained(script.model, pruning_config=PruningConfig(**settings),
+                                          model_class=getattr(transformers, TASK_CLASSES[task]), **hf_kwargs)
+    if getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+
+    def tokenize(batch):
+        return tokenizer(*[batch[c] for c in columns], truncation=True, max_length=script.max_length)
+
+    keep = {"input_ids", "attention_mask", "token_type_ids"}
+    train_tok = train.map(tokenize, batched=True, remove_columns=[c for c in train.column_names if c not in keep],
+                          desc="tokenizing")
+    collator = transformers.DataCollatorWithPadding(tokenizer)
+    means_data = train_tok.select(range(min(script.means_examples, len(train_tok))))
+    model.compute_means(means_data, batch_size=args.per_device_eval_batch_size,
+                        collate_fn=collator, device=args.device)
+    if script.eval_split:
+        eval_raw = load_dataset_checked(script.dataset, script.dataset_config, script.eval_split, "--eval_split")
+        eval_tok = eval_raw.map(tokenize, batched=True, desc="tokenizing",
+                                remove_columns=[c for c in eval_raw.column_names if c not in keep])
+    else:
+        eval_tok = train_tok.select(range(min(256, len(train_tok))))
+    trainer = PruningTrainer(model=model, args=args, train_dataset=train_tok, data_collator=collator,
+                             processing_class=tokenizer)
+    trainer.train(resume_from_checkpoint=resume)
+    report = model.sparsity_report()
+    faithful = trainer.faithfulness(eval_tok)
+    return {"output_dir": args.output_dir, "task": task, **report, "target_sparsity": args.target_sparsity,
+            "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"]}
+
+
+def resume_checkpoint(args) -> str | None:
+    """`--resume_from_checkpoint DIR` or `last` (the newest `checkpoint-*` under `--output_dir`), checked before any
+    work so that a typo fails now instead of silently restarting from step 0."""
+    from ..errors import PruningError
+    wanted = args.resume_from_checkpoint
+    if wanted in (None, "", "False", "false"):
+        return None
+    if str(wanted).lower() in ("last", "true"):
+        from transformers.trainer_utils import get_last_checkpoint
+        last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+        if last is None:
+            raise PruningError(f"--resume_from_checkpoint {wanted}: no checkpoint-* folder under {args.output_dir}; "
+                               "run without it to start from step 0, or pass a checkpoint folder.")
+        return last
+    if not os.path.isfile(os.path.join(wanted, "trainer_state.json")):
+        raise PruningError(f"--resume_from_checkpoint {wanted}: not a finished Trainer checkpoint (no "
+                           "trainer_state.json); pass a checkpoint-* folder written by --save_strategy steps, or 'last'.")
+    return wanted
+
+
+def resolve_task(script: PruneScriptArguments) -> str:
+    if script.task != "auto":
+        if script.task not in TASK_CLASSES:
+            raise UsageError(f"--task {script.task!r} is not one of auto, {', '.join(TASK_CLASSES)}.")
+        return script.task
+    import transformers
+    kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
+    config = transformers.AutoConfig.from_pretrained(script.model, **kwargs)
+    names = " ".join(getattr(config, "architectures", None) or [])
+    if "ForCausalLM" in names or "LMHeadModel" in names:
+        return "causal_lm"
+    if "ForTokenClassification" in names:
+        return "token_classification"
+    return "sequence_classification"
+
+
+def format_summary(summary: dict) -> str:
+    lines = ["", "Pruning summary", "---------------"]
+    lines.append(f"units kept          {summary['units_kept']} of {summary['units_total']} "
+                 f"(heads {summary.get('heads_kept', '-')}/{summary.get('heads_total', '-')}, "
+                 f"MLPs {summary.get('mlps_kept', '-')}/{summary.get('mlps_total', '-')})")
+    lines.append(f"realized sparsity   {summary['sparsity']:.4f} (target {summary['target_sparsity']:.4f}; "
+                 f"{summary['sparsity_params']:.4f} of unit parameters)")
+    lines.append(f"KL to full model    {summary['kl_to_full_model']:.5f}")
+    lines.append(f"agreement           {summary['agreement_with_full_model']:.4f}")
+    lines.append(f"masks saved to      {summary['output_dir']}")
+    lines.append(json.dumps(summary, default=str))
+    return "\n".join(lines)
+
+
+__all__ = [
+    "TASK_CLASSES",
+    "PruneScriptArguments",
+    "TrainingLoopFlags",
+    "check_rows",
+    "format_summary",
+    "parse_prune_arguments",
+    "prune_command",
+    "prune_help",
+    "resolve_task",
+    "run_prune",
+]
