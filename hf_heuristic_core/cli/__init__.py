@@ -21,6 +21,7 @@ from .checks import (
     resolve_text_columns,
 )
 from .errors import run_reporting_errors
+from .help import render_help, wants_help
 from .prune import (
     TASK_CLASSES,
     PruneScriptArguments,
@@ -33,7 +34,7 @@ from .prune import (
 
 logger = logging.getLogger("hf_heuristic_core")
 
-__all__ = ["SUBCOMMANDS", "TASK_CLASSES", "TEXT_COLUMN_CANDIDATES", "PruneScriptArguments", "format_summary", "main",
+__all__ = ["SUBCOMMANDS", "command_help", "TASK_CLASSES", "TEXT_COLUMN_CANDIDATES", "PruneScriptArguments", "format_summary", "main",
            "parse_study_arguments", "prune_command", "resolve_task", "resolve_text_columns", "resume_checkpoint",
            "run_prune", "study_command"]
 
@@ -58,8 +59,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hf-heuristic-core: error: unknown command '{command}'; choose one of {sorted(SUBCOMMANDS)}.",
               file=sys.stderr)
         return 2
+    if command != "prune" and wants_help(rest):
+        print(command_help(command))
+        return 0
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     return run_reporting_errors(command, _command(command), rest)
+
+
+def command_help(name: str) -> str:
+    """`study`, `effective-size` and `analyze` help from their flag dataclasses, without importing torch."""
+    epilog = "Dashes and underscores both work; booleans take true/false (on by default: also --no_FLAG)."
+    if name == "study":
+        from ..study.run import StudyArguments
+        return render_help("hf-heuristic-core study", SUBCOMMANDS["study"], [("study", StudyArguments, None)],
+                           epilog=epilog + "\n--config FILE (YAML/JSON of these fields) sets the defaults; flags win.")
+    if name == "effective-size":
+        from .effective_size import DESCRIPTION, EffectiveSizeArguments
+        return render_help("hf-heuristic-core effective-size OUTPUT_DIR", DESCRIPTION,
+                           [("effective size", EffectiveSizeArguments, None)], epilog=epilog)
+    from .analyze import DESCRIPTION as ANALYZE
+    from .analyze import AnalyzeArguments
+    return render_help("hf-heuristic-core analyze RUNS_DIR", ANALYZE, [("analyze", AnalyzeArguments, None)],
+                       epilog=epilog)
 
 
 def _command(name: str) -> Callable[[list[str]], int]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..search.run import DEFAULT_STRATEGY
+from ..search.defaults import DEFAULT_STRATEGY
 
 logger = logging.getLogger(__name__)
 

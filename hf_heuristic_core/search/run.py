@@ -41,6 +41,7 @@ from ..batching import PadCollator
 from ..model import PrunableModel
 from ..training.recipes import RECIPES
 from ..training.trainer import PruningTrainer
+from .defaults import DEFAULT_SPARSITIES, DEFAULT_STEPS, DEFAULT_STRATEGY, SEARCH_STRATEGIES
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +49,6 @@ __all__ = ["ClimbSchedule", "DEFAULT_SPARSITIES", "DEFAULT_STEPS", "DEFAULT_STRA
            "SEARCH_STRATEGIES", "check_groups", "check_seeds", "check_sparsities", "search_effective_size",
            "search_pruning_arguments"]
 
-SEARCH_STRATEGIES = ("grid", "climb", "nested")
-DEFAULT_STRATEGY = "nested"   # the cheapest; BENCHMARKS.md compares it with the grid
-DEFAULT_STEPS = {"grid": 200, "nested": 100}
-DEFAULT_SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
 # Short-run settings measured to work on CPU budgets (see README, "Short runs"); the paper's defaults
 # (log_alpha init 10, multiplier lr 1.0, sampled penalty) need thousands of steps to move the masks at all.

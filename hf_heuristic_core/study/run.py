@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io_utils import atomic_write_text
-from ..search.run import DEFAULT_STRATEGY
+from ..search.defaults import DEFAULT_STRATEGY
 from ..training.recipes import get_recipe
 
 logger = logging.getLogger(__name__)

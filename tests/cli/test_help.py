@@ -1,0 +1,57 @@
+"""Fast help (no torch import) lists exactly the flags `HfArgumentParser` accepts, so it cannot drift from them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hf_heuristic_core.cli import command_help
+from hf_heuristic_core.cli.prune import prune_help
+
+
+def _listed(text: str) -> set[str]:
+    return {line.split()[0] for line in text.splitlines() if line.startswith("  --")}
+
+
+def _accepted(dataclass_types) -> set[str]:
+    from transformers import HfArgumentParser
+    parser = HfArgumentParser(dataclass_types)
+    return {option for action in parser._actions for option in action.option_strings
+            if option.startswith("--") and "-" not in option[2:] and not option.startswith("--no_")} - {"--help"}
+
+
+@pytest.mark.parametrize("name", ["study", "effective-size", "analyze"])
+def test_fast_help_lists_every_accepted_flag(name):
+    from hf_heuristic_core.cli.analyze import AnalyzeArguments
+    from hf_heuristic_core.cli.effective_size import EffectiveSizeArguments
+    from hf_heuristic_core.study.run import StudyArguments
+    types = {"study": StudyArguments, "effective-size": EffectiveSizeArguments, "analyze": AnalyzeArguments}
+    assert _listed(command_help(name)) == _accepted(types[name])
+
+
+def test_prune_help_lists_accepted_flags_and_help_all_lists_them_all():
+    from hf_heuristic_core.cli.prune import PruneScriptArguments
+    from hf_heuristic_core.training.arguments import PruningArguments
+    accepted = _accepted((PruneScriptArguments, PruningArguments))
+    short = _listed(prune_help())
+    assert short < accepted and len(short) < 70 < len(accepted)
+    assert _listed(prune_help(everything=True)) >= accepted
+
+
+def test_search_package_names_match_search_run():
+    import hf_heuristic_core.search as search
+    import hf_heuristic_core.search.run as run
+    assert sorted(search.__all__) == sorted(run.__all__)
+    assert search.ClimbSchedule is run.ClimbSchedule and search.DEFAULT_STRATEGY == "nested"
+
+
+@pytest.mark.parametrize("command", [[], ["prune"], ["study"], ["effective-size"], ["analyze"]])
+def test_help_imports_neither_torch_nor_transformers(command):
+    code = ("import sys; from hf_heuristic_core.cli import main; "
+            f"assert main({command + ['--help']!r}) == 0; "
+            "heavy = [m for m in ('torch', 'transformers', 'datasets') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr[-2000:]
