@@ -41,8 +41,8 @@ def test_prune_help_lists_accepted_flags_and_help_all_lists_them_all():
 
 
 def test_search_package_names_match_search_run():
-    import hf_heuristic_core.search as search
-    import hf_heuristic_core.search.run as run
+    from hf_heuristic_core import search
+    from hf_heuristic_core.search import run
     assert sorted(search.__all__) == sorted(run.__all__)
     assert search.ClimbSchedule is run.ClimbSchedule and search.DEFAULT_STRATEGY == "nested"
 
@@ -53,5 +53,5 @@ def test_help_imports_neither_torch_nor_transformers(command):
             f"assert main({command + ['--help']!r}) == 0; "
             "heavy = [m for m in ('torch', 'transformers', 'datasets') if m in sys.modules]; "
             "assert not heavy, heavy")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert completed.returncode == 0, completed.stderr[-2000:]
