@@ -14,9 +14,10 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -59,8 +60,14 @@ def upgrade_mask_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
 
 
 def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float | None = None,
-                  extra_metadata: dict[str, Any] | None = None) -> Path:
-    """Write the artifact of a `PrunableModel` into `save_directory` (created if needed)."""
+                  extra_metadata: dict[str, Any] | None = None, base_model: str | None = None) -> Path:
+    """Write the artifact of a `PrunableModel` into `save_directory` (created if needed).
+
+    `base_model`: the Hub id of the base model, for a model loaded from a local folder; it is stored in
+    `pruning_config.json` (`extra["base_model_hub_id"]`), named by the card, and kept for later saves.
+    """
+    if base_model is not None:
+        set_base_model_hub_id(model.pruning_config, base_model)
     directory = Path(save_directory)
     directory.mkdir(parents=True, exist_ok=True)
     masks = model.get_masks(binary=True, sparsity=sparsity)
@@ -105,18 +112,61 @@ def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
             f"size{ratio_text}) |"]
 
 
+HUB_ID_KEY = "base_model_hub_id"
+HUB_ID_PLACEHOLDER = "<Hub id of the base model>"
+
+
+def is_local_base_model(name: str | None) -> bool:
+    """A base model that only exists on this machine: an existing folder, or a name no Hub id can have."""
+    return bool(name) and (_looks_like_local_path(str(name)) or Path(str(name)).expanduser().exists())
+
+
+def set_base_model_hub_id(config: PruningConfig, hub_id: str) -> None:
+    """Record the base model's Hub id (checked: `name` or `namespace/name`, not a local path)."""
+    if not isinstance(hub_id, str) or _looks_like_local_path(hub_id):
+        raise ArtifactError(f"base_model={hub_id!r} is not a Hub id; pass the id the base model has on the Hub, "
+                            "e.g. base_model='sentence-transformers/all-MiniLM-L6-v2'.")
+    config.extra[HUB_ID_KEY] = hub_id
+
+
+def base_model_source(config: PruningConfig) -> str | None:
+    """Where to load an artifact's base model from: the recorded folder when it exists here, else the Hub id."""
+    local, hub_id = config.base_model_name_or_path, config.extra.get(HUB_ID_KEY)
+    if hub_id and (not local or (is_local_base_model(local) and not Path(local).expanduser().exists())):
+        return hub_id
+    return local
+
+
+def card_base_model(config: PruningConfig) -> tuple[str | None, str | None]:
+    """(Hub id the card can name or None, the local folder it cannot share or None)."""
+    name, hub_id = config.base_model_name_or_path, config.extra.get(HUB_ID_KEY)
+    if hub_id:
+        return hub_id, None
+    if name and is_local_base_model(name):
+        return None, name
+    return name, None
+
+
 def model_card_text(model: Any, report: dict[str, Any]) -> str:
-    """A short Hub model card: what the masks belong to and how much they keep."""
+    """A short Hub model card: what the masks belong to and how much they keep. A base model known only by a local
+    folder is not named as the card's base model: the card says so and asks for the Hub id."""
     config = model.pruning_config
-    base = config.base_model_name_or_path or "unknown"
+    hub_id, local = card_base_model(config)
+    base = hub_id or HUB_ID_PLACEHOLDER
+    title = f"`{hub_id}`" if hub_id else "a local model"
+    local_note = [] if not local else [
+        f"> **The base model is a local folder** (`{local}`), which nobody else can load. Re-save with the base "
+        "model's Hub id: `save_pretrained(dir, base_model=\"namespace/name\")` or "
+        "`push_to_hub(repo_id, base_model=\"namespace/name\")`.", ""]
     lines = [
         "---", "library_name: hf_heuristic_core", "tags:", "- pruning", "- attention-heads", "- heuristic-core",
-        *([f"base_model: {base}"] if base != "unknown" and not os.path.isabs(base) else []), "---", "",
-        f"# Pruning masks for `{base}`", "",
+        *([f"base_model: {hub_id}"] if hub_id else []), "---", "",
+        f"# Pruning masks for {title}", "", *local_note,
         "Structured pruning masks (attention heads and MLP blocks) made with hf_heuristic_core. This repository holds "
         "masks only, not model weights.", "",
         "| field | value |", "|---|---|",
-        f"| base model | `{base}` (revision `{config.base_model_revision or 'unknown'}`) |",
+        f"| base model | `{hub_id or local or 'unknown'}`{' (local folder)' if local else ''} "
+        f"(revision `{config.base_model_revision or 'unknown'}`) |",
         f"| model type | {config.model_type} ({_shape_text(config)}) |",
         f"| granularity, relaxation | {config.granularity}, {config.relaxation} |",
         f"| units kept | {report['units_kept']} of {report['units_total']} |",
@@ -254,8 +304,21 @@ def load_artifact_into(model: Any, dir_or_repo_id: str | os.PathLike, **hub_kwar
 
 def push_artifact_to_hub(model: Any, repo_id: str, private: bool | None = None, token: str | None = None,
                          commit_message: str = "Upload pruning masks", revision: str | None = None, **save_kwargs: Any):
-    """Save into a temp folder and upload it as one commit; returns huggingface_hub's `CommitInfo`."""
+    """Save into a temp folder and upload it as one commit; returns huggingface_hub's `CommitInfo`.
+
+    Warns when the base model is known only by a local folder: pass `base_model="namespace/name"` (kept in the
+    artifact) so the card names a model others can load.
+    """
+    import warnings
+
     from huggingface_hub import HfApi
+    if save_kwargs.get("base_model") is not None:
+        set_base_model_hub_id(model.pruning_config, save_kwargs.pop("base_model"))
+    local = card_base_model(model.pruning_config)[1]
+    if local:
+        warnings.warn(f"push_to_hub({repo_id!r}): the base model is the local folder {local}, so the card cannot "
+                      "tell others which model the masks belong to; pass base_model='namespace/name' (its Hub id).",
+                      UserWarning, stacklevel=3)
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:

@@ -461,7 +461,8 @@ class PrunableModel(nn.Module):
             if not saved.base_model_name_or_path:
                 raise PruningError(f"The mask artifact at {name_or_path} does not name its base model; load the model "
                                    "yourself and call PrunableModel(model).load_masks(...).")
-            masks, name_or_path = artifact_dir, saved.base_model_name_or_path
+            from .artifacts import base_model_source
+            masks, name_or_path = artifact_dir, base_model_source(saved)
             if model_class is None and saved.base_model_class:
                 import transformers
                 model_class = getattr(transformers, saved.base_model_class, None)
