@@ -22,19 +22,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 
+SUM_PREFIX = "sum of singles"
+
+
 def plot_ablation_table(
     table: Mapping[str, Mapping[str, float]],
     path: PathLike | None = None,
     *,
     case_labels: Mapping[str, str] | None = None,
-    fmt: str = "+.3g",
+    fmt: str = "+.1f",
+    scale: float = 100.0,
 ) -> Figure:
     """Heatmap of accuracy changes from ablations (the paper's Table 3 as a picture).
 
-    ``table`` is ``{row_label: {case: delta}}`` with rows such as ``"L4.H0"`` or
-    ``"L2.H5 + L3.H7 + L4.H0"``. The diverging colormap is centred at 0 (red = accuracy drops,
-    blue = rises) with symmetric limits, so colour intensity compares across cells. Missing cells
-    are left blank and marked "–". Values are annotated with ``format(delta, fmt)``.
+    ``table`` is ``{row_label: {case: delta}}`` with deltas as fractions (``AblationTable.plot_table()``) and rows
+    such as ``"L4.H0"`` or ``"L2.H5 + L3.H7 + L4.H0"``. Cells show ``delta * scale``: points by default, as in
+    ``report.md``. The diverging colormap is centred at 0 (red = accuracy drops, blue = rises) with symmetric
+    limits set by the measured rows: "sum of singles ..." rows (sums that can exceed any single ablation) are
+    drawn on the same scale, saturating, so they do not wash out the single ablations. Missing cells are blank
+    and marked "–"; values are annotated with ``format(delta * scale, fmt)``.
     """
     mpl = _mpl()
     if not isinstance(table, Mapping) or not table:
@@ -55,10 +61,13 @@ def plot_ablation_table(
                 if v is not None and not _is_number(v):
                     raise ValueError(f"table[{label!r}][{case!r}] must be a number, got {v!r}")
                 data[i, j] = np.nan if v is None else float(v)
+    data = data * scale
     finite = data[np.isfinite(data)]
     if finite.size == 0:
         raise ValueError("table has no numeric values")
-    limit = float(np.abs(finite).max()) or 1.0
+    measured = np.array([not str(label).startswith(SUM_PREFIX) for label in row_labels])
+    scaled = data[measured] if measured.any() else data
+    limit = float(np.abs(scaled[np.isfinite(scaled)]).max(initial=0.0)) or float(np.abs(finite).max()) or 1.0
     cmap = mpl.colormaps["RdBu"].with_extremes(bad="0.93")
     norm = mpl.colors.Normalize(vmin=-limit, vmax=limit)
 
@@ -76,6 +85,7 @@ def plot_ablation_table(
     ax.set_ylabel("ablated")
     ax.tick_params(length=0)
     _annotate(ax, data, cmap, norm, fmt=lambda v: format(v, fmt) if math.isfinite(v) else "–", fontsize=8)
-    cbar = fig.colorbar(im, ax=ax, shrink=0.85, pad=0.02)
-    cbar.set_label("accuracy change")
+    saturated = float(np.abs(finite).max()) > limit   # sums beyond the measured range: an arrow on the bar
+    cbar = fig.colorbar(im, ax=ax, shrink=0.85, pad=0.02, extend="both" if saturated else "neither")
+    cbar.set_label("accuracy change (points)" if scale == 100.0 else "accuracy change")
     return _finish(fig, path)

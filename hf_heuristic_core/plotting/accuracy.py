@@ -22,6 +22,7 @@ from ._base import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 
@@ -42,6 +43,26 @@ def _sparsity_label(sp: float | None, all_sp: Sequence[float | None]) -> str:
         return "all"
     fractions = all(s is None or s <= 1 for s in all_sp)
     return f"{sp * 100:g}% sparsity" if fractions else f"{sp:g} sparsity"
+
+
+def _all_fractions(groups: Mapping[Any, Sequence[float]]) -> bool:
+    values = [a for g in groups.values() for a in g]
+    return bool(values) and min(values) >= 0.0 and max(values) <= 1.0
+
+
+def _fraction_limits(ax: Axes, values: np.ndarray) -> None:
+    """Accuracies in [0, 1]: a y range inside [0, 1] with a small margin around the data, never beyond."""
+    finite = values[np.isfinite(values)]
+    if not finite.size or finite.min() < 0 or finite.max() > 1:
+        return
+    low, high = float(finite.min()), float(finite.max())
+    margin = max(0.02, 0.08 * (high - low), (0.1 - (high - low)) / 2)   # at least 10 points of range
+    low, high = low - margin, high + margin
+    if low < 0.0:
+        low, high = 0.0, min(1.0, high - low)
+    if high > 1.0:
+        low, high = max(0.0, low - (high - 1.0)), 1.0
+    ax.set_ylim(low, high)
 
 
 def plot_accuracy_vs_sparsity(
@@ -76,18 +97,24 @@ def plot_accuracy_vs_sparsity(
             xs = np.array(sorted(groups))
             means = np.array([np.mean(groups[x]) for x in xs])
             stds = np.array([np.std(groups[x]) for x in xs])
-            ax.fill_between(xs, means - stds, means + stds, color=color, alpha=0.2, lw=0, label="± std")
+            lo, hi = means - stds, means + stds
+            if _all_fractions(groups):   # accuracy cannot leave [0, 100]%: neither may its band
+                lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+            ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0, label="± std")
             ax.plot(xs, means, "-", color=color, lw=1.6, label="mean over seeds")
             px = np.concatenate([[x] * len(groups[x]) for x in xs])
             py = np.concatenate([groups[x] for x in xs])
-            ax.scatter(px, py, s=10, color=color, alpha=0.55, edgecolors="none", label="seed", zorder=3)
+            ax.scatter(px, py, s=10, color=color, alpha=0.55, edgecolors="none", label="seed", zorder=3,
+                       clip_on=False)
         full = _full_for(full_accuracy, case)
         if full is not None:
             ax.axhline(full, ls="--", color="0.25", lw=1.1, label="full model")
         ax.set_title(_case_label(case, case_labels, width=32), fontsize=9)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
-        _percent_axis(ax.yaxis, np.array([a for g in groups.values() for a in g] + ([full] if full is not None else [])))
+        values = np.array([a for g in groups.values() for a in g] + ([full] if full is not None else []))
+        _percent_axis(ax.yaxis, values)
+        _fraction_limits(ax, values)
         ax.xaxis.set_tick_params(labelbottom=True)
     for ax in axes[len(cases):]:
         ax.remove()
@@ -184,6 +211,7 @@ def plot_subnetwork_accuracies(
     title = "Subnetwork accuracy per evaluation set"
     if n_groups == 1 and sparsities[0] is not None:
         title += f" ({_sparsity_label(sparsities[0], sparsities)})"
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    # Outside the axes, under the title: inside, it covered a case's dots or the full-model bar.
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False)
+    ax.set_title(title, fontsize=10, pad=22)
     return _finish(fig, path)
