@@ -34,9 +34,22 @@ from .prune import (
 
 logger = logging.getLogger("hf_heuristic_core")
 
-__all__ = ["SUBCOMMANDS", "command_help", "TASK_CLASSES", "TEXT_COLUMN_CANDIDATES", "PruneScriptArguments", "format_summary", "main",
-           "parse_study_arguments", "prune_command", "resolve_task", "resolve_text_columns", "resume_checkpoint",
-           "run_prune", "study_command"]
+__all__ = [
+    "SUBCOMMANDS",
+    "TASK_CLASSES",
+    "TEXT_COLUMN_CANDIDATES",
+    "PruneScriptArguments",
+    "command_help",
+    "format_summary",
+    "main",
+    "parse_study_arguments",
+    "prune_command",
+    "resolve_task",
+    "resolve_text_columns",
+    "resume_checkpoint",
+    "run_prune",
+    "study_command",
+]
 
 SUBCOMMANDS = {
     "study": "The heuristic-core study end to end (fine-tune, track effective size, prune x seeds, analyze).",
@@ -136,6 +149,9 @@ def study_command(argv: Sequence[str]) -> int:
     if summary.get("effective_size_file"):
         print(f"  effective size {summary['effective_size_file']} (+ figure)")
     print("  timings (s)   " + ", ".join(f"{k} {v:.0f}" for k, v in summary["timings_s"].items()))
+    if "disk_mb" in summary:
+        print(f"  disk          {summary['disk_mb']:.0f} MB under {summary['output_dir']} (fine-tuning checkpoints "
+              "keep weights only, the newest also its optimizer state)")
     return 0
 
 

@@ -216,12 +216,13 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
                      max_core_units=args.max_core_units or None, seed=args.seed)
     timings["analyze"] = time.time() - t0
     timings["total"] = time.time() - start
+    from .checkpoints import folder_bytes
 
     # 4. The study report.
     summary = {"output_dir": str(out), "model": str(model_path), "data": data.description, "groups": groups,
                "timings_s": timings, "effective_size_file": str(finetune_dir / "effective_size.json")
                if effective is not None else None, "runs_dir": str(out / "runs"),
-               "analysis_report": str(out / "report" / "report.md")}
+               "analysis_report": str(out / "report" / "report.md"), "disk_mb": round(folder_bytes(out) / 2**20, 1)}
     write_study_report(out, summary, effective, report, runs)
     return summary
 
@@ -234,7 +235,8 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
     import transformers
     from ..search.callback import EffectiveSizeCallback
     model = transformers.AutoModelForSequenceClassification.from_pretrained(source, num_labels=args.num_labels)
-    callbacks = []
+    from .checkpoints import KeepResumeStateInNewestCheckpoint
+    callbacks: list[Any] = [KeepResumeStateInNewestCheckpoint()]
     if args.track_effective_size:
         callbacks.append(EffectiveSizeCallback(eval_sets, train_inputs, groups,
                                                **_search_arguments(args, finetune_dir, collator)))
@@ -245,7 +247,7 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
         use_cpu=args.use_cpu, seed=args.seed, disable_tqdm=False)
     trainer = transformers.Trainer(model=model, args=training_args, train_dataset=train, data_collator=collator,
                                    callbacks=callbacks)
-    for callback in callbacks:
+    for callback in callbacks[1:]:
         callback.bind(trainer)
     resume = any(finetune_dir.glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if resume else None)
@@ -289,7 +291,9 @@ def write_study_report(out: Path, summary: dict[str, Any], effective: Any, repor
     multi-seed analysis (whose own report, with every table and figure, is under `report/`)."""
     lines = ["# Heuristic-core study", "", f"Model: `{summary['model']}`", "",
              "Data: " + ", ".join(f"{k}={v}" for k, v in summary["data"].items() if k != "ood_cases"), "",
-             "Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in summary["timings_s"].items()), ""]
+             "Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in summary["timings_s"].items()), "",
+             *([f"Disk: {summary['disk_mb']:.0f} MB under `{summary['output_dir']}`", ""] if "disk_mb" in summary
+               else [])]
     if effective is not None:
         from ..search.tracking import summary_table
         lines += ["## Effective size over fine-tuning", "", summary_table(effective), "",
