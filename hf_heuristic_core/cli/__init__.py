@@ -116,7 +116,8 @@ def parse_study_arguments(argv: Sequence[str]):
     from transformers import HfArgumentParser
 
     from ..study.run import StudyArguments
-    parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study", description=SUBCOMMANDS["study"])
+    parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study", description=SUBCOMMANDS["study"],
+                              usage="hf-heuristic-core study [--config FILE] [flags] (see --help)")
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
     known, rest = pre.parse_known_args(list(argv))

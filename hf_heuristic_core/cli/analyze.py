@@ -70,7 +70,8 @@ def parse_analyze_args(argv: Sequence[str]) -> AnalyzeArguments:
     argv = list(argv)
     if argv and not argv[0].startswith("-"):
         argv = ["--runs_dir", argv[0], *argv[1:]]
-    parser = HfArgumentParser(AnalyzeArguments, prog="hf-heuristic-core analyze", description=DESCRIPTION)
+    parser = HfArgumentParser(AnalyzeArguments, prog="hf-heuristic-core analyze", description=DESCRIPTION,
+                              usage="hf-heuristic-core analyze RUNS_DIR [flags] (see --help)")
     (args,) = parser.parse_args_into_dataclasses(args=argv)
     if not args.runs_dir:
         parser.error("give the runs folder: hf-heuristic-core analyze RUNS_DIR")

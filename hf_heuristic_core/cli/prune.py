@@ -143,7 +143,9 @@ def full_parser():
     from transformers import HfArgumentParser
 
     from ..training.arguments import PruningArguments
-    return HfArgumentParser((PruneScriptArguments, PruningArguments), prog=PROG, description=DESCRIPTION)
+    # A short usage line: argparse's default lists all ~150 flags before every parse error.
+    return HfArgumentParser((PruneScriptArguments, PruningArguments), prog=PROG, description=DESCRIPTION,
+                            usage=f"{PROG} --model M --dataset D --output_dir DIR [flags] (see --help)")
 
 
 def parse_prune_arguments(argv: Sequence[str]) -> tuple[PruneScriptArguments, Any]:

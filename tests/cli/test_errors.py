@@ -141,3 +141,12 @@ def test_study_names_a_missing_local_path(tmp_path, capsys, flag):
     assert main(["study", "--output_dir", str(tmp_path / "study"), flag, str(tmp_path / "missing")]) == 2
     line = _error_line(capsys)
     assert f"{flag} {tmp_path / 'missing'}" in line and "no such" in line and "Repo id" not in line
+
+
+def test_a_bad_value_gets_a_short_usage_and_one_error_line(tmp_path, data_file, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(_prune(tmp_path / "m", data_file, tmp_path / "out", "--max_steps", "abc"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --max_steps/--max-steps: invalid int value: 'abc'" in err
+    assert len(err.splitlines()) <= 3, err   # not the ~150-flag usage argparse writes by default
