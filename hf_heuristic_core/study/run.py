@@ -198,7 +198,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     t0 = time.time()
     recipe = get_recipe(args.pruning_recipe)
     recipe_config = PruningConfig(**recipe.config)
-    overrides = {**recipe.arguments,
+    overrides = {**recipe.arguments, "recipe": recipe.name,
                  "max_steps": args.prune_steps, "sparsity_warmup_steps": max(1, args.prune_steps // 2),
                  "per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu,
                  "report_to": "none", "save_strategy": "no", "disable_tqdm": True, "logging_steps": 50}
@@ -263,7 +263,7 @@ def _search_arguments(args: StudyArguments, finetune_dir: Path, collator) -> dic
     """The effective-size search settings, shared by the live callback and the tracker that finishes after a crash
     (the tracker refuses to resume a results file written under other settings)."""
     overrides = dict(get_recipe(args.pruning_recipe).arguments)
-    overrides.update({"per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu})
+    overrides.update({"recipe": args.pruning_recipe, "per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu})
     return {"strategy": args.effective_size_strategy, "sparsities": args.floats(args.effective_size_sparsities),
             "seeds": args.ints(args.effective_size_seeds), "steps_per_run": args.effective_size_steps,
             "results_file": finetune_dir / "effective_size.json", "collate_fn": collator,
