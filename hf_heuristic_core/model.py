@@ -11,6 +11,7 @@ changes, and `unwrap()` removes every hook.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 from typing import Any, Iterator, Mapping
@@ -18,6 +19,7 @@ from typing import Any, Iterator, Mapping
 import torch
 from torch import nn
 
+from .ablation import alignment
 from .ablation.means import collect_means
 from .ablation.modes import ABLATIONS
 from .architectures.resolve import transformers_model
@@ -366,16 +368,22 @@ class PrunableModel(nn.Module):
     # ------------------------------------------------------------------ means
     @torch.no_grad()
     def compute_means(self, data: Any, batch_size: int = 32, max_batches: int | None = None,
-                      show_progress: bool = True, collate_fn=None, device: torch.device | str | None = None
-                      ) -> dict[str, Any]:
+                      show_progress: bool = True, collate_fn=None, device: torch.device | str | None = None,
+                      virtual_tokens: str = "exclude") -> dict[str, Any]:
         """Mean activation of every unit (heads `[num_layers, num_heads, head_dim]`, MLP blocks
         `[num_layers, hidden]`) over the real tokens of `data`, with the full model, accumulated in fp32.
 
         `data`: a `datasets.Dataset` with `input_ids` (padded here), a `DataLoader`, a dict batch, or any iterable of
         dicts of tensors. Keys the model's forward does not take (labels, text) are dropped.
+        `virtual_tokens`: under PEFT prompt tuning, whether the learned virtual tokens' positions count
+        (`"include"`) or not (`"exclude"`, the default: means over the data's tokens only). Prefix tuning's virtual
+        tokens are keys and values only, so both give the same means. A model whose activations cannot be matched
+        to the batch's tokens raises `TokenAlignmentError` (see `ablation.alignment`).
         """
         self._check_usable()
-        sites = self.granularity.mean_sites()
+        alignment.check_virtual_tokens_mode(virtual_tokens)
+        sites = {kind: [dataclasses.replace(site, stack=self.kinds[kind].stack) for site in layer_sites]
+                 for kind, layer_sites in self.granularity.mean_sites().items()}
         if not sites:
             raise PruningError(f"The {self.pruning_config.granularity!r} granularity has no mean ablation; use "
                                "PruningConfig(ablation='zero').")
@@ -387,12 +395,19 @@ class PrunableModel(nn.Module):
         was_training = self.training
         self.eval()
         try:
+            hf_model = transformers_model(self.model)
+            aligner = alignment.TokenAligner(alignment.virtual_tokens_of(self.model), virtual_tokens,
+                                             pad_token_id)
             with self.masks_disabled():
                 means, info = collect_means(self.model, progress(batches, total, show_progress, "computing means"),
-                                            sites, device, model_input_names(transformers_model(self.model)))
+                                            sites, device, model_input_names(hf_model), aligner,
+                                            alignment.backbone_of(hf_model))
         finally:
             self.train(was_training)
         shaped = {kind: torch.stack(values).view(self.kinds[kind].means_shape) for kind, values in means.items()}
+        if aligner.virtual is not None:
+            info["virtual_tokens"] = {"method": aligner.virtual.method, "count": aligner.virtual.count,
+                                      "counted": virtual_tokens == "include" and aligner.virtual.in_activations}
         self.set_means(shaped, info={**info, "base_model": self.pruning_config.base_model_name_or_path,
                                      "base_model_revision": self.pruning_config.base_model_revision})
         return dict(self.means_info)
