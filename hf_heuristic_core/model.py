@@ -72,7 +72,10 @@ class PrunableModel(nn.Module):
             self._saved_requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
             for parameter in model.parameters():
                 parameter.requires_grad_(False)
-        self._handles = [hf_model.register_forward_pre_hook(self._draw_masks_hook, with_kwargs=True)]
+        # Masks are drawn on entry to the transformer body, not the outer model: PEFT prefix tuning of an encoder
+        # classifier calls the body directly, and a hook on the outer model would never fire (masks silently off).
+        backbone = alignment.backbone_of(hf_model)
+        self._handles = [backbone.register_forward_pre_hook(self._draw_masks_hook, with_kwargs=True)]
         self._handles += self.granularity.attach(self)
         if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
             # Already enabled on the wrapped model: re-enable so recomputation replays each pass's masks.

@@ -174,3 +174,53 @@ def test_bad_virtual_tokens_mode_is_refused():
     wrapped = PrunableModel(tiny_model("bert"), PruningConfig())
     with pytest.raises(ValueError, match="virtual_tokens must be one of"):
         wrapped.compute_means(_batches(), virtual_tokens="all")
+
+
+def _resample_by_hand(model: nn.Module, batch, layer: int, head: int, head_dim: int) -> torch.Tensor:
+    """Logits with one head's slice replaced by the previous example's (our own hook, no library code)."""
+    module = model.get_base_model().bert.encoder.layer[layer].attention.output.dense
+
+    def hook(m, args):
+        x = args[0].clone()
+        span = slice(head * head_dim, (head + 1) * head_dim)
+        x[..., span] = args[0].roll(1, dims=0)[..., span]
+        return (x,)
+
+    handle = module.register_forward_pre_hook(hook)
+    try:
+        with torch.no_grad():
+            return model(**batch).logits
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("kind", ["prompt", "prefix"])
+def test_resample_ablation_under_prompt_learning_matches_a_hand_computation(kind):
+    """Masks are applied under PEFT prompt learning (prefix tuning of an encoder calls the transformer body
+    directly), and resample ablation swaps whole examples, virtual positions included."""
+    model, batch = _peft_model(kind), _batches()[1]
+    with torch.no_grad():
+        full = model(**batch).logits
+    expected = _resample_by_hand(model, batch, layer=1, head=2, head_dim=8)
+    wrapped = PrunableModel(model, PruningConfig(ablation="resample")).eval()
+    heads = torch.ones(2, 4)
+    heads[1, 2] = 0
+    wrapped.set_masks(heads=heads)
+    with torch.no_grad():
+        got = wrapped(**batch).logits
+    wrapped.unwrap()
+    assert float((expected - full).abs().max()) > 1e-3   # the ablation is visible
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_masks_apply_under_prefix_tuning():
+    """Zero-ablating every unit changes the prefix-tuned model's output (today's bug: the masks never fired)."""
+    model, batch = _peft_model("prefix"), _batches()[0]
+    with torch.no_grad():
+        full = model(**batch).logits
+    wrapped = PrunableModel(model, PruningConfig(ablation="zero")).eval()
+    wrapped.set_masks(heads=torch.zeros(2, 4), mlps=torch.zeros(2))
+    with torch.no_grad():
+        masked = wrapped(**batch).logits
+    wrapped.unwrap()
+    assert float((masked - full).abs().max()) > 1e-2
