@@ -224,3 +224,53 @@ def test_masks_apply_under_prefix_tuning():
         masked = wrapped(**batch).logits
     wrapped.unwrap()
     assert float((masked - full).abs().max()) > 1e-2
+
+
+def _bart() -> nn.Module:
+    from transformers import AutoConfig, AutoModel
+    torch.manual_seed(0)
+    config = AutoConfig.for_model("bart", vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2,
+                                  encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48,
+                                  decoder_ffn_dim=40, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+                                  pad_token_id=1)
+    return AutoModel.from_config(config, attn_implementation="eager").eval()
+
+
+def test_decoder_means_use_the_decoder_attention_mask():
+    model = _bart()
+    batch = make_batch("bert", batch_size=3, seq_len=7, seed=0)
+    decoder = make_batch("bert", batch_size=3, seq_len=5, seed=4, lengths=[5, 2, 4])
+    batch |= {"decoder_input_ids": decoder["input_ids"], "decoder_attention_mask": decoder["attention_mask"]}
+    wrapped = PrunableModel(model, PruningConfig())
+    wrapped.compute_means([batch], show_progress=False)
+    means = wrapped.get_means()
+    wrapped.unwrap()
+    captured: dict[str, list] = {"encoder": [], "decoder": [], "cross": []}
+    handles = [layer.self_attn.out_proj.register_forward_pre_hook(lambda m, a: captured["encoder"].append(a[0]))
+               for layer in model.encoder.layers]
+    handles += [layer.self_attn.out_proj.register_forward_pre_hook(lambda m, a: captured["decoder"].append(a[0]))
+                for layer in model.decoder.layers]
+    handles += [layer.encoder_attn.out_proj.register_forward_pre_hook(lambda m, a: captured["cross"].append(a[0]))
+                for layer in model.decoder.layers]
+    with torch.no_grad():
+        model(**batch)
+    for handle in handles:
+        handle.remove()
+    encoder_keep, decoder_keep = batch["attention_mask"].bool(), batch["decoder_attention_mask"].bool()
+    for kind, site, keep in (("encoder_heads", "encoder", encoder_keep), ("decoder_heads", "decoder", decoder_keep),
+                             ("cross_heads", "cross", decoder_keep)):
+        expected = torch.stack([x[keep].mean(0) for x in captured[site]])
+        torch.testing.assert_close(means[kind].flatten(-2), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_decoder_means_refuse_a_padded_batch_without_decoder_attention_mask():
+    model = _bart()
+    batch = make_batch("bert", batch_size=3, seq_len=7, seed=0)   # padded
+    batch["decoder_input_ids"] = make_batch("bert", batch_size=3, seq_len=5, seed=4)["input_ids"]
+    wrapped = PrunableModel(model, PruningConfig())
+    with pytest.raises(TokenAlignmentError, match="need decoder_attention_mask"):
+        wrapped.compute_means([batch], show_progress=False)
+    unpadded = {k: v[:1, :5] for k, v in batch.items()}   # the first example is full length: no padding anywhere
+    assert bool(unpadded["attention_mask"].all())
+    wrapped.compute_means([unpadded], show_progress=False)
+    assert wrapped.means_info["token_count"] == 5
