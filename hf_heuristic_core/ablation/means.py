@@ -131,3 +131,25 @@ def collect_means(forward: Callable[..., Any], batches: Iterable[Mapping[str, to
     means = {kind: [collector.mean() for collector in layer_collectors]
              for kind, layer_collectors in collectors.items()}
     return means, {"token_count": token_count, "data_fingerprint": hasher.hexdigest()}
+
+
+def after_output_dropout(sites: Mapping[str, list[ActivationSite]], mlp_kinds: Mapping[str, Any],
+                         overridden: bool) -> tuple[dict[str, list[ActivationSite]], list[str]]:
+    """With `keep_dropout`, MLP means are read at the output of the dropout that follows the MLP output projection
+    (as in the paper's code), where the student's dropout acts. `mlp_kinds` maps each MLP kind to its resolved stack
+    (`paths.mlp_output_dropout`, `layers`). Returns the new sites and the MLP kinds left at the projection (no
+    dropout module of their own, or `mlp_output` overridden so the map's dropout path may not follow it)."""
+    moved = dict(sites)
+    kept: list[str] = []
+    for kind, stack in mlp_kinds.items():
+        path = getattr(stack.paths, "mlp_output_dropout", None)
+        if path is None or overridden:
+            kept.append(kind)
+            continue
+        modules = [layer.get_submodule(path) for layer in stack.layers]
+        wrong = [type(module).__name__ for module in modules if not isinstance(module, nn.Dropout)]
+        if wrong:
+            raise TypeError(f"The MLP output dropout '{path}' of {kind!r} is a {wrong[0]}, not nn.Dropout; the "
+                            "architecture map is out of date for this transformers version.")
+        moved[kind] = [ActivationSite(module, "output", site.stack) for module, site in zip(modules, sites[kind])]
+    return moved, kept
