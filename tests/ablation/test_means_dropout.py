@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import HOOK_SITES, layers_of, make_batch, mlp_output, tiny_bert_classifier, tiny_model
+from tiny_models import (
+    HOOK_SITES,
+    layers_of,
+    make_batch,
+    mlp_output,
+    tiny_bert_classifier,
+    tiny_model,
+)
 
 from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.architectures.registry import ARCHITECTURES
@@ -90,10 +97,10 @@ def test_registry_mlp_output_dropout_follows_the_mlp_output_projection(model_typ
     for index, layer in enumerate(layers_of(model, model_type)):
         dropout = layer.get_submodule(path)
         assert isinstance(dropout, torch.nn.Dropout)
-        seen = {}
+        seen: dict[str, torch.Tensor] = {}
         handles = [mlp_output(model, model_type, index).register_forward_hook(
-                       lambda m, a, out: seen.setdefault("projection", out)),
-                   dropout.register_forward_pre_hook(lambda m, a: seen.setdefault("dropout", a[0]))]
+                       lambda m, a, out, seen=seen: seen.setdefault("projection", out)),
+                   dropout.register_forward_pre_hook(lambda m, a, seen=seen: seen.setdefault("dropout", a[0]))]
         with torch.no_grad():
             model(**make_batch(model_type))
         for handle in handles:
