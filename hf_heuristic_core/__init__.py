@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["AblationTable", "ablation_table"], "analysis.ablation_table"),
     "PruneManyResult": "analysis.results",
+    "TokenAlignmentError": "ablation.alignment",
     "datasets_from_spec": "data.spec",
     "prune_many": "analysis.prune_many",
     **dict.fromkeys(["ARCHITECTURES", "ArchitectureMap", "supported_model_types"], "architectures.registry"),
@@ -69,6 +70,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .ablation.alignment import TokenAlignmentError
     from .analysis.attention_patterns import AttentionUnavailableError, attention_shares, collect_attention_shares
     from .analysis.mask_stats import (CoreResult, MaskStatsError, core, head_frequency, inverse, iomin, iou,
                                       joint_frequency, mlp_frequency, random_from_complement, random_like, spearman,

@@ -167,7 +167,7 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     collator = transformers.DataCollatorWithPadding(tokenizer)
     means_data = train_tok.select(range(min(script.means_examples, len(train_tok))))
     model.compute_means(means_data, batch_size=args.per_device_eval_batch_size,
-                        collate_fn=collator, device=args.device)
+                        collate_fn=collator, device=args.device, keep_dropout=args.keep_dropout)
     if script.eval_split:
         eval_raw = load_table(script.dataset, script.dataset_config, script.eval_split)
         eval_tok = eval_raw.map(tokenize, batched=True, desc="tokenizing",
