@@ -154,7 +154,8 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
             if not prunable.has_means and prunable.pruning_config.ablation == "mean":
                 data = train_dataset if means_examples is None or not hasattr(train_dataset, "select") \
                     else train_dataset.select(range(min(means_examples, len(train_dataset))))
-                prunable.compute_means(data, collate_fn=collator, show_progress=show_progress)
+                prunable.compute_means(data, collate_fn=collator, show_progress=show_progress,
+                                       keep_dropout=bool(overrides.get("keep_dropout", False)))
             logger.info("[%d/%d] %s: pruning.", index + 1, len(plan), run_dir.name)
             prunable.reset_masks(seed)
             args = PruningArguments(**{"report_to": "none", "save_strategy": "no", "disable_tqdm": not show_progress,
