@@ -671,10 +671,10 @@ def test_hans_spacing() -> None:
 
 # Hashes of the rows generated before generate_nli moved out of the 1141-line nli.py (same seed -> same bytes).
 PINNED_GENERATED = [
-    (dict(train_size=300, id_eval_size=60, ood_eval_size_per_subcase=8, seed=3),
+    ({"train_size": 300, "id_eval_size": 60, "ood_eval_size_per_subcase": 8, "seed": 3},
      {"train": "2f25053ece844e01", "id_eval": "f2eff4f360d8624d", "ood_eval": "b2e9df6fb9d334b9"}),
-    (dict(train_size=200, id_eval_size=40, ood_eval_size_per_subcase=5, seed=1, counter_heuristic_fraction=0.2,
-          ood_subcases=["SO-Swap", "Embed-If", "le_passive"], hans_spacing=True),
+    ({"train_size": 200, "id_eval_size": 40, "ood_eval_size_per_subcase": 5, "seed": 1,
+      "counter_heuristic_fraction": 0.2, "ood_subcases": ["SO-Swap", "Embed-If", "le_passive"], "hans_spacing": True},
      {"train": "b1dd2faa4fa6805c", "id_eval": "cb36925af15a7998", "ood_eval": "bc7265a9b6121607"}),
 ]
 

@@ -10,12 +10,21 @@ import pytest
 from datasets import Dataset
 
 from hf_heuristic_core.data import generate_nli, hans_subsets
-from hf_heuristic_core.data.spec import datasets_from_spec, eval_sets_from_spec, load_source, normalize_spec
+from hf_heuristic_core.data.spec import (
+    datasets_from_spec,
+    eval_sets_from_spec,
+    load_source,
+    normalize_spec,
+)
 from hf_heuristic_core.data.study_spec import nli_study_spec, spec_from_study_record
-from hf_heuristic_core.data.tokenize import text_columns, tokenize_dataset, tokenize_pairs
+from hf_heuristic_core.data.tokenize import (
+    text_columns,
+    tokenize_dataset,
+    tokenize_pairs,
+)
 from hf_heuristic_core.study.data import build_study_data
 
-SIZES = dict(train_size=64, id_eval_size=16, ood_per_case=3, counter_heuristic_fraction=0.1, seed=5)
+SIZES = {"train_size": 64, "id_eval_size": 16, "ood_per_case": 3, "counter_heuristic_fraction": 0.1, "seed": 5}
 OLD_RECORD = {"train": None, "id_eval": None, "ood_eval": None, "max_length": 24,
               "generated": {"train_size": 64, "id_eval_size": 16, "ood_per_case": 3,
                             "counter_heuristic_fraction": 0.1, "seed": 5}}

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import transformers
+from tiny_models import one_torch_thread  # noqa: F401
 
 from hf_heuristic_core.analysis.report import analyze
 from hf_heuristic_core.study import StudyArguments
 from hf_heuristic_core.study.run import run_study
-from tiny_models import one_torch_thread  # noqa: F401
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]   # ~50 s on 2 busy cores
 pytest.importorskip("matplotlib")
