@@ -22,6 +22,8 @@ _EXPORTS: dict[str, str] = {
     "PruneManyResult": "analysis.results",
     "TokenAlignmentError": "ablation.alignment",
     "datasets_from_spec": "data.spec",
+    "load_table": "data.tables",
+    "tokenize_dataset": "data.tokenize",
     "prune_many": "analysis.prune_many",
     **dict.fromkeys(["ARCHITECTURES", "ArchitectureMap", "supported_model_types"], "architectures.registry"),
     "resolve_architecture": "architectures.resolve",
@@ -79,6 +81,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .analysis.prune_many import prune_many
     from .analysis.results import PruneManyResult
     from .data.spec import datasets_from_spec
+    from .data.tables import load_table
+    from .data.tokenize import tokenize_dataset
     from .analysis.report import analyze
     from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
     from .architectures.resolve import resolve_architecture

@@ -56,8 +56,6 @@ TASK_CLASSES = {
     "causal_lm": "AutoModelForCausalLM",
     "token_classification": "AutoModelForTokenClassification",
 }
-TEXT_COLUMN_CANDIDATES = (("premise", "hypothesis"), ("sentence1", "sentence2"), ("question1", "question2"),
-                          ("question", "sentence"), ("text",), ("sentence",), ("content",))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,7 +134,8 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     """Load, tokenize, compute means, prune, binarize, save; returns the summary printed by the CLI."""
     import transformers
     from ..config import PruningConfig
-    from ..data.sources import load_table
+    from ..data.tables import load_table
+    from ..data.tokenize import tokenize_dataset
     from ..model import PrunableModel
     from ..training.trainer import PruningTrainer
 
@@ -156,22 +155,14 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     if script.max_train_examples:
         train = train.select(range(min(script.max_train_examples, len(train))))
     columns = resolve_text_columns(train.column_names, script.text_columns)
-
-    def tokenize(batch):
-        texts = [batch[c] for c in columns]
-        return tokenizer(*texts, truncation=True, max_length=script.max_length)
-
-    keep = {"input_ids", "attention_mask", "token_type_ids"}
-    train_tok = train.map(tokenize, batched=True, remove_columns=[c for c in train.column_names if c not in keep],
-                          desc="tokenizing")
+    train_tok = tokenize_dataset(train, tokenizer, columns, script.max_length, keep_labels=False)
     collator = transformers.DataCollatorWithPadding(tokenizer)
     means_data = train_tok.select(range(min(script.means_examples, len(train_tok))))
     model.compute_means(means_data, batch_size=args.per_device_eval_batch_size,
                         collate_fn=collator, device=args.device, keep_dropout=args.keep_dropout)
     if script.eval_split:
         eval_raw = load_table(script.dataset, script.dataset_config, script.eval_split)
-        eval_tok = eval_raw.map(tokenize, batched=True, desc="tokenizing",
-                                remove_columns=[c for c in eval_raw.column_names if c not in keep])
+        eval_tok = tokenize_dataset(eval_raw, tokenizer, columns, script.max_length, keep_labels=False)
     else:
         eval_tok = train_tok.select(range(min(256, len(train_tok))))
     trainer = PruningTrainer(model=model, args=args, train_dataset=train_tok, data_collator=collator,
@@ -220,16 +211,12 @@ def resolve_task(script: PruneScriptArguments) -> str:
 
 
 def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]:
-    if requested:
-        chosen = [c.strip() for c in requested.split(",") if c.strip()]
-        missing = [c for c in chosen if c not in columns]
-        if missing:
-            raise SystemExit(f"--text_columns {missing} not in the dataset; its columns are {columns}.")
-        return chosen
-    for candidate in TEXT_COLUMN_CANDIDATES:
-        if all(c in columns for c in candidate):
-            return list(candidate)
-    raise SystemExit(f"Could not find text columns in {columns}; pass --text_columns a,b.")
+    """`data.tokenize.text_columns`, its error turned into the CLI's exit message."""
+    from ..data.tokenize import text_columns
+    try:
+        return text_columns(columns, requested)
+    except ValueError as err:
+        raise SystemExit(str(err).replace("text columns [", "--text_columns [", 1)) from None
 
 
 def format_summary(summary: dict) -> str:

@@ -164,7 +164,8 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
     data = build_study_data(args.train, args.id_eval, args.ood_eval, train_size=args.train_size,
                             id_eval_size=args.id_eval_size, ood_per_case=args.ood_per_case,
-                            counter_heuristic_fraction=args.counter_heuristic_fraction, seed=args.seed)
+                            counter_heuristic_fraction=args.counter_heuristic_fraction, seed=args.seed,
+                            max_length=args.max_length)
     train = tokenize(data.train, tokenizer, args.max_length)
     eval_sets = {name: tokenize(subset, tokenizer, args.max_length) for name, subset in data.eval_sets().items()}
     groups = data.cases
@@ -205,7 +206,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     runs = prune_many(str(model_path), prune_inputs, eval_sets, out / "runs", args.floats(args.sparsities),
                       args.ints(args.seeds), pruning_config=recipe_config, pruning_overrides=overrides,
                       data_collator=collator, tokenizer=tokenizer, means_examples=args.means_examples,
-                      data_spec=_data_spec(args))
+                      data_spec=data.spec)
     timings["prune_many"] = time.time() - t0
 
     # 3. Analyze.
@@ -275,13 +276,6 @@ def _track(args, finetune_dir: Path, train_inputs, eval_sets, groups, collator):
     from ..search.tracking import track_effective_size
     return track_effective_size(finetune_dir, train_inputs, eval_sets, groups,
                                 **_search_arguments(args, finetune_dir, collator))
-
-
-def _data_spec(args: StudyArguments) -> dict[str, Any]:
-    return {"train": args.train, "id_eval": args.id_eval, "ood_eval": args.ood_eval, "generated": {
-        "train_size": args.train_size, "id_eval_size": args.id_eval_size, "ood_per_case": args.ood_per_case,
-        "counter_heuristic_fraction": args.counter_heuristic_fraction, "seed": args.seed},
-        "max_length": args.max_length}
 
 
 def write_study_report(out: Path, summary: dict[str, Any], effective: Any, report: dict[str, Any], runs: Any) -> None:

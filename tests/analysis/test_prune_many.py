@@ -310,9 +310,9 @@ def test_datasets_from_spec(minilm_dir, tmp_path):
     train, sets = datasets_from_spec(spec, tokenizer)
     raw = generate_nli(**kwargs)
     assert len(train) == 10 and len(sets["so"]) == 4 and len(sets["file"]) == 3
-    assert set(train.column_names) == {"input_ids", "token_type_ids", "attention_mask", "label"}
+    assert set(train.column_names) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
     expected = tokenizer(raw["train"][0]["premise"], raw["train"][0]["hypothesis"], truncation=True, max_length=16)
-    assert train[0]["input_ids"] == expected["input_ids"] and train[0]["label"] == raw["train"][0]["label"]
+    assert train[0]["input_ids"] == expected["input_ids"] and train[0]["labels"] == raw["train"][0]["label"]
     with pytest.raises(ValueError, match="Unknown data source"):
         datasets_from_spec({"eval_sets": {"x": {"source": "nope"}}}, tokenizer)
 
