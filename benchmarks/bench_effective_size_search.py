@@ -29,6 +29,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from hf_heuristic_core import generate_nli, hans_subsets  # noqa: E402
+from hf_heuristic_core.data.pairs import NLI_COLUMNS  # noqa: E402
+from hf_heuristic_core.data.tokenize import tokenize_dataset  # noqa: E402
 from hf_heuristic_core.io_utils import atomic_write_text  # noqa: E402
 from hf_heuristic_core.offline_models import minilm_path  # noqa: E402
 from hf_heuristic_core.search import ClimbSchedule, search_effective_size  # noqa: E402
@@ -97,9 +99,7 @@ def fine_tune(args: argparse.Namespace, data, tokenizer, run_dir: Path) -> None:
 
 
 def tokenize(dataset, tokenizer, max_length: int, keep_labels: bool = True):
-    tokens = dataset.map(lambda b: tokenizer(b["premise"], b["hypothesis"], truncation=True, max_length=max_length),
-                         batched=True, remove_columns=[c for c in dataset.column_names if c != "label"])
-    return tokens.rename_column("label", "labels") if keep_labels else tokens.remove_columns("label")
+    return tokenize_dataset(dataset, tokenizer, NLI_COLUMNS, max_length, keep_labels=keep_labels)
 
 
 def larger_ood_set(args: argparse.Namespace, train):

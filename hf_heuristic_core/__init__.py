@@ -20,7 +20,10 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["AblationTable", "ablation_table"], "analysis.ablation_table"),
     "PruneManyResult": "analysis.results",
+    "TokenAlignmentError": "ablation.alignment",
     "datasets_from_spec": "data.spec",
+    "load_table": "data.tables",
+    "tokenize_dataset": "data.tokenize",
     "prune_many": "analysis.prune_many",
     **dict.fromkeys(["ARCHITECTURES", "ArchitectureMap", "supported_model_types"], "architectures.registry"),
     "resolve_architecture": "architectures.resolve",
@@ -69,6 +72,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .ablation.alignment import TokenAlignmentError
     from .analysis.attention_patterns import AttentionUnavailableError, attention_shares, collect_attention_shares
     from .analysis.mask_stats import (CoreResult, MaskStatsError, core, head_frequency, inverse, iomin, iou,
                                       joint_frequency, mlp_frequency, random_from_complement, random_like, spearman,
@@ -77,6 +81,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .analysis.prune_many import prune_many
     from .analysis.results import PruneManyResult
     from .data.spec import datasets_from_spec
+    from .data.tables import load_table
+    from .data.tokenize import tokenize_dataset
     from .analysis.report import analyze
     from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
     from .architectures.resolve import resolve_architecture

@@ -21,7 +21,7 @@ MOVED_MODULES: dict[str, str] = {
     "callbacks": "search.callback",
     "cli_analyze": "cli.analyze",
     "cli_effective_size": "cli.effective_size",
-    "data_loading": "data.sources",
+    "data_loading": "data.tables",
     "effective_size": "evaluation.effective_size",
     "hard_concrete": "relaxations.hard_concrete",
     "hooks": "ablation.apply",

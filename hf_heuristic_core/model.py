@@ -11,14 +11,17 @@ changes, and `unwrap()` removes every hook.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
+import logging
 import os
 from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
 
-from .ablation.means import collect_means
+from .ablation import alignment
+from .ablation.means import after_output_dropout, collect_means
 from .ablation.modes import ABLATIONS
 from .architectures.resolve import transformers_model
 from .batching import batch_size_of, iterate_batches, model_input_names, progress
@@ -29,6 +32,8 @@ from .granularity.base import Granularity, MaskKind
 from .mask_state import MaskState
 from .relaxations import get_relaxation
 from .relaxations.binarize import check_sparsity
+
+logger = logging.getLogger(__name__)
 
 
 class PrunableModel(nn.Module):
@@ -70,7 +75,10 @@ class PrunableModel(nn.Module):
             self._saved_requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
             for parameter in model.parameters():
                 parameter.requires_grad_(False)
-        self._handles = [hf_model.register_forward_pre_hook(self._draw_masks_hook, with_kwargs=True)]
+        # Masks are drawn on entry to the transformer body, not the outer model: PEFT prefix tuning of an encoder
+        # classifier calls the body directly, and a hook on the outer model would never fire (masks silently off).
+        backbone = alignment.backbone_of(hf_model)
+        self._handles = [backbone.register_forward_pre_hook(self._draw_masks_hook, with_kwargs=True)]
         self._handles += self.granularity.attach(self)
         if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
             # Already enabled on the wrapped model: re-enable so recomputation replays each pass's masks.
@@ -366,19 +374,31 @@ class PrunableModel(nn.Module):
     # ------------------------------------------------------------------ means
     @torch.no_grad()
     def compute_means(self, data: Any, batch_size: int = 32, max_batches: int | None = None,
-                      show_progress: bool = True, collate_fn=None, device: torch.device | str | None = None
-                      ) -> dict[str, Any]:
+                      show_progress: bool = True, collate_fn=None, device: torch.device | str | None = None,
+                      virtual_tokens: str = "exclude", keep_dropout: bool = False) -> dict[str, Any]:
         """Mean activation of every unit (heads `[num_layers, num_heads, head_dim]`, MLP blocks
         `[num_layers, hidden]`) over the real tokens of `data`, with the full model, accumulated in fp32.
 
         `data`: a `datasets.Dataset` with `input_ids` (padded here), a `DataLoader`, a dict batch, or any iterable of
         dicts of tensors. Keys the model's forward does not take (labels, text) are dropped.
+        `virtual_tokens`: under PEFT prompt tuning, whether the learned virtual tokens' positions count
+        (`"include"`) or not (`"exclude"`, the default: means over the data's tokens only). Prefix tuning's virtual
+        tokens are keys and values only, so both give the same means. A model whose activations cannot be matched
+        to the batch's tokens raises `TokenAlignmentError` (see `ablation.alignment`).
+        `keep_dropout`: pass `PruningArguments.keep_dropout`. True runs the model with its dropout active and takes
+        the MLP means after the MLP's output dropout, as the paper's code does (in eval mode the numbers are the
+        same as without it). Architectures without a dropout module of the MLP's own (Llama family: none; OPT,
+        BART: functional; Phi: shared with attention) keep the mean at the MLP output projection.
         """
         self._check_usable()
-        sites = self.granularity.mean_sites()
+        alignment.check_virtual_tokens_mode(virtual_tokens)
+        sites = {kind: [dataclasses.replace(site, stack=self.kinds[kind].stack) for site in layer_sites]
+                 for kind, layer_sites in self.granularity.mean_sites().items()}
         if not sites:
             raise PruningError(f"The {self.pruning_config.granularity!r} granularity has no mean ablation; use "
                                "PruningConfig(ablation='zero').")
+        if keep_dropout:
+            sites = self._sites_after_dropout(sites)
         device = torch.device(device) if device is not None else next(self.model.parameters()).device
         pad_token_id = getattr(self.config, "pad_token_id", None) or 0
         batches, total = iterate_batches(data, batch_size, pad_token_id, collate_fn)
@@ -386,16 +406,37 @@ class PrunableModel(nn.Module):
             batches, total = itertools.islice(batches, max_batches), min(total or max_batches, max_batches)
         was_training = self.training
         self.eval()
+        if keep_dropout:
+            self.model.train()   # dropout active, as the student sees it; masks are disabled below
         try:
+            hf_model = transformers_model(self.model)
+            aligner = alignment.TokenAligner(alignment.virtual_tokens_of(self.model), virtual_tokens,
+                                             pad_token_id)
             with self.masks_disabled():
                 means, info = collect_means(self.model, progress(batches, total, show_progress, "computing means"),
-                                            sites, device, model_input_names(transformers_model(self.model)))
+                                            sites, device, model_input_names(hf_model), aligner,
+                                            alignment.backbone_of(hf_model))
         finally:
             self.train(was_training)
         shaped = {kind: torch.stack(values).view(self.kinds[kind].means_shape) for kind, values in means.items()}
+        info["keep_dropout"] = bool(keep_dropout)
+        if aligner.virtual is not None:
+            info["virtual_tokens"] = {"method": aligner.virtual.method, "count": aligner.virtual.count,
+                                      "counted": virtual_tokens == "include" and aligner.virtual.in_activations}
         self.set_means(shaped, info={**info, "base_model": self.pruning_config.base_model_name_or_path,
                                      "base_model_revision": self.pruning_config.base_model_revision})
         return dict(self.means_info)
+
+    def _sites_after_dropout(self, sites: dict[str, list]) -> dict[str, list]:
+        architecture = self.granularity.architecture
+        stacks = {stack.name: stack for stack in getattr(architecture, "stacks", [])}
+        mlp_kinds = {name: stacks[kind.stack] for name, kind in self.kinds.items()
+                     if kind.role == "mlps" and name in sites and kind.stack in stacks}
+        moved, kept = after_output_dropout(sites, mlp_kinds, overridden=bool(self.pruning_config.mlp_output))
+        if kept:
+            logger.info("keep_dropout: the MLP means of %s are taken at the MLP output projection (no dropout module "
+                        "of the MLP's own in this architecture, or mlp_output overridden).", kept)
+        return moved
 
     def set_means(self, means: Mapping[str, torch.Tensor] | torch.Tensor, mlp_means: torch.Tensor | None = None,
                   info: dict[str, Any] | None = None) -> None:

@@ -1,44 +1,37 @@
 """Mean activations for mean ablation: averaged over real (non-padding) tokens, accumulated in fp32.
 
 The means are position-independent (one vector per head and per MLP block), computed on the very checkpoint being
-pruned, with the full model (masks off). Each site's running sum is a hook object (`ActivationMean`) with a
-`state_dict()`, so partial statistics can be saved, merged or inspected. A fingerprint of the token ids records which
-data the means came from.
+pruned, with the full model (masks off). Which positions of a hooked activation are real tokens is decided by
+`alignment.TokenAligner` (PEFT prompt tuning and prefix tuning change the sequence length). Each site's running sum
+is a hook object (`ActivationMean`) with a `state_dict()`, so partial statistics can be saved, merged or inspected.
+A fingerprint of the token ids records which data the means came from.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from .alignment import TokenAligner
 
-__all__ = ["ActivationMean", "ActivationSite", "collect_means", "token_mask_for", "update_fingerprint",
-           "weighted_sum"]
+__all__ = ["ActivationMean", "ActivationSite", "collect_means", "update_fingerprint", "weighted_sum"]
 
 
 @dataclass(frozen=True)
 class ActivationSite:
-    """A module whose input (`where="input"`) or output (`"output"`) carries one layer's activations of a kind."""
+    """A module whose input (`where="input"`) or output (`"output"`) carries one layer's activations of a kind;
+    `stack` is `"decoder"` for decoder-side sites of an encoder-decoder model (weighted by decoder_attention_mask)."""
 
     module: nn.Module
     where: str
-
-
-def token_mask_for(x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """The 0/1 weights of `x`'s positions, matched to its leading dims; None means every position is real."""
-    if attention_mask is None or attention_mask.dim() != 2:
-        return None
-    leading = x.shape[:-1]
-    if tuple(attention_mask.shape) == tuple(leading):
-        return attention_mask
-    if attention_mask.numel() == leading.numel():
-        return attention_mask.reshape(leading)
-    return None
+    stack: str = ""
 
 
 def weighted_sum(x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -50,9 +43,12 @@ def weighted_sum(x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
 
 
 class ActivationMean:
-    """The running fp32 sum and token count of one site's activations; attach it, run data, read `mean()`."""
+    """The running fp32 sum and token count of one site's activations; attach it, run data, read `mean()`.
 
-    def __init__(self, site: ActivationSite, token_weights: Callable[[], torch.Tensor | None],
+    `token_weights(x)` gives the 0/1 weight of each position of the activation `x` (None: all count), e.g.
+    `TokenAligner.weights`."""
+
+    def __init__(self, site: ActivationSite, token_weights: Callable[[torch.Tensor], torch.Tensor | None],
                  device: torch.device | None = None) -> None:
         self.site = site
         self.token_weights = token_weights
@@ -66,7 +62,7 @@ class ActivationMean:
         return self.site.module.register_forward_hook(lambda module, args, output: self.update(output))
 
     def update(self, x: torch.Tensor) -> None:
-        weights = token_mask_for(x, self.token_weights())
+        weights = self.token_weights(x)
         total = weighted_sum(x, weights)
         if self.device is not None:
             total = total.to(self.device)
@@ -99,13 +95,20 @@ def update_fingerprint(hasher, batch: Mapping[str, torch.Tensor]) -> None:
 @torch.no_grad()
 def collect_means(forward: Callable[..., Any], batches: Iterable[Mapping[str, torch.Tensor]],
                   sites: Mapping[str, list[ActivationSite]], device: torch.device,
-                  accepted: set[str]) -> tuple[dict[str, list[torch.Tensor]], dict[str, Any]]:
+                  accepted: set[str], aligner: TokenAligner | None = None,
+                  backbone: nn.Module | None = None) -> tuple[dict[str, list[torch.Tensor]], dict[str, Any]]:
     """Run `forward(**inputs)` over `batches` with a collector on every site; per kind, the mean of each layer's
-    site, and the token count and data fingerprint."""
-    current: dict[str, torch.Tensor | None] = {"mask": None}
-    collectors = {kind: [ActivationMean(site, lambda: current["mask"], device) for site in layer_sites]
+    site, and the token count and data fingerprint.
+
+    `aligner` weights each site's positions (default: a `TokenAligner` for a model without virtual tokens);
+    `backbone` is the module whose received attention_mask it records (see `alignment.backbone_of`)."""
+    aligner = aligner if aligner is not None else TokenAligner()
+    collectors = {kind: [ActivationMean(site, functools.partial(aligner.weights, stack=site.stack), device)
+                         for site in layer_sites]
                   for kind, layer_sites in sites.items()}
     handles = [collector.attach() for layer_collectors in collectors.values() for collector in layer_collectors]
+    if backbone is not None:
+        handles.append(backbone.register_forward_pre_hook(aligner.capture, with_kwargs=True))
     hasher = hashlib.sha256()
     token_count = 0
     try:
@@ -115,11 +118,8 @@ def collect_means(forward: Callable[..., Any], batches: Iterable[Mapping[str, to
             if "input_ids" not in inputs and "inputs_embeds" not in inputs:
                 raise ValueError(f"compute_means: a batch has no 'input_ids' (keys: {sorted(batch)}); "
                                  "pass tokenized batches.")
-            attention_mask = inputs.get("attention_mask")
-            current["mask"] = attention_mask
-            reference = inputs.get("input_ids", inputs.get("inputs_embeds"))
-            token_count += int(attention_mask.sum()) if attention_mask is not None \
-                else int(reference.shape[0] * reference.shape[1])
+            aligner.start_batch(inputs)
+            token_count += aligner.real_token_count()
             update_fingerprint(hasher, inputs)
             forward(**inputs)
     finally:
@@ -131,3 +131,25 @@ def collect_means(forward: Callable[..., Any], batches: Iterable[Mapping[str, to
     means = {kind: [collector.mean() for collector in layer_collectors]
              for kind, layer_collectors in collectors.items()}
     return means, {"token_count": token_count, "data_fingerprint": hasher.hexdigest()}
+
+
+def after_output_dropout(sites: Mapping[str, list[ActivationSite]], mlp_kinds: Mapping[str, Any],
+                         overridden: bool) -> tuple[dict[str, list[ActivationSite]], list[str]]:
+    """With `keep_dropout`, MLP means are read at the output of the dropout that follows the MLP output projection
+    (as in the paper's code), where the student's dropout acts. `mlp_kinds` maps each MLP kind to its resolved stack
+    (`paths.mlp_output_dropout`, `layers`). Returns the new sites and the MLP kinds left at the projection (no
+    dropout module of their own, or `mlp_output` overridden so the map's dropout path may not follow it)."""
+    moved = dict(sites)
+    kept: list[str] = []
+    for kind, stack in mlp_kinds.items():
+        path = getattr(stack.paths, "mlp_output_dropout", None)
+        if path is None or overridden:
+            kept.append(kind)
+            continue
+        modules = [layer.get_submodule(path) for layer in stack.layers]
+        wrong = [type(module).__name__ for module in modules if not isinstance(module, nn.Dropout)]
+        if wrong:
+            raise TypeError(f"The MLP output dropout '{path}' of {kind!r} is a {wrong[0]}, not nn.Dropout; the "
+                            "architecture map is out of date for this transformers version.")
+        moved[kind] = [ActivationSite(module, "output", site.stack) for module, site in zip(modules, sites[kind])]
+    return moved, kept

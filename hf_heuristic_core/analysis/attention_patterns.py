@@ -5,7 +5,8 @@ lexical-overlap heuristic) and position heads (previous / next token). `attentio
 batch of attention weights as a pure function; `collect_attention_shares` runs a model (in eager attention, the
 only implementation that returns weights) over data and averages over real query positions and examples. Every
 share comes with the share a uniform head (equal weight on every key it may attend to) would get, because "30% on
-the previous token" means little without it.
+the previous token" means little without it. Under PEFT prompt or prefix tuning the learned virtual tokens are
+neither queries nor categories, only keys (see `real_token_attention`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
+from ..ablation.alignment import TokenAlignmentError, VirtualTokens, virtual_tokens_of
 from ..architectures.resolve import transformers_model
 from ..errors import PruningError
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["CATEGORIES", "AttentionShares", "AttentionUnavailableError", "attention_shares",
-           "collect_attention_shares", "eager_attention", "plot_head_examples", "segment_ids"]
+           "collect_attention_shares", "eager_attention", "plot_head_examples", "real_token_attention",
+           "segment_ids"]
 
 CATEGORIES = ("repeated", "previous", "next", "special")
 
@@ -55,7 +58,7 @@ def segment_ids(input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = N
 
 def attention_shares(attn: torch.Tensor, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
                      special_ids: Sequence[int], attention_mask: torch.Tensor | None, *, sep_id: int | None = None,
-                     causal: bool = False) -> dict[str, Any]:
+                     causal: bool = False, virtual_keys: int = 0) -> dict[str, Any]:
     """Share of attention mass per head on each category, averaged over real query positions of the batch.
 
     `attn`: `[B, H, T, T]` (rows = queries, softmax over keys). A key counts only if it is a real token (and, with
@@ -67,13 +70,18 @@ def attention_shares(attn: torch.Tensor, input_ids: torch.Tensor, token_type_ids
 
     Returns `{category: [H] float64 tensor, "uniform_<category>": float, "num_queries": int}`; the uniform share
     is what a head spreading its mass evenly over the allowed keys would get.
+
+    `virtual_keys`: PEFT prompt learning's virtual tokens in front of the keys (`attn` is then
+    `[B, H, T, virtual_keys + T]`, see `real_token_attention`). They belong to no category, but they are keys every
+    query may attend to, so they count in the uniform baseline.
     """
     if attn.dim() != 4:
         raise ValueError(f"attn must be [batch, heads, queries, keys], got shape {tuple(attn.shape)}")
     batch, _, length, keys = attn.shape
-    if length != keys or tuple(input_ids.shape) != (batch, length):
-        raise ValueError(f"attn {tuple(attn.shape)} does not match input_ids {tuple(input_ids.shape)}")
-    attn = attn.detach().double()
+    if keys != length + virtual_keys or tuple(input_ids.shape) != (batch, length):
+        raise ValueError(f"attn {tuple(attn.shape)} does not match input_ids {tuple(input_ids.shape)}"
+                         + (f" with {virtual_keys} virtual keys" if virtual_keys else ""))
+    attn = attn.detach().double()[..., virtual_keys:]
     input_ids = input_ids.to(attn.device)
     mask = (attention_mask.to(attn.device).bool() if attention_mask is not None
             else torch.ones(batch, length, dtype=torch.bool, device=attn.device))
@@ -96,7 +104,7 @@ def attention_shares(attn: torch.Tensor, input_ids: torch.Tensor, token_type_ids
     }
     weights = mask.double()                                                                  # real queries
     num_queries = float(weights.sum())
-    allowed_count = allowed.double().sum(-1).clamp_min(1.0)
+    allowed_count = (allowed.double().sum(-1) + virtual_keys).clamp_min(1.0)
     out: dict[str, Any] = {"num_queries": int(num_queries)}
     for name, selection in categories.items():
         chosen = (selection & allowed).double()
@@ -138,6 +146,12 @@ def _hf_model(model: Any) -> Any:
     return transformers_model(model.model if isinstance(model, PrunableModel) else model)
 
 
+def _peft_model(model: Any) -> Any:
+    """The model inside a PrunableModel (possibly a PEFT wrapper), or the model itself."""
+    from ..model import PrunableModel
+    return model.model if isinstance(model, PrunableModel) else model
+
+
 def _forward_attentions(model: Any, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """All layers' attention weights of the full (unmasked) model, `L x [B, H, T, T]`."""
     disabled = getattr(model, "masks_disabled", None)
@@ -151,6 +165,24 @@ def _forward_attentions(model: Any, inputs: Mapping[str, torch.Tensor]) -> tuple
             "do not compute them: load the model with attn_implementation='eager' or call "
             "model.set_attn_implementation('eager').")
     return tuple(attentions)
+
+
+def real_token_attention(attn: torch.Tensor, length: int, virtual: VirtualTokens | None) -> tuple[torch.Tensor, int]:
+    """The rows of `attn` (`[B, H, Q, K]`) that belong to the batch's `length` real query positions, and how many
+    virtual keys precede its real keys. Prompt tuning prepends virtual tokens to queries and keys, prefix tuning to
+    keys only; any other mismatch with the batch raises `TokenAlignmentError` rather than misreading positions."""
+    queries, keys = int(attn.shape[-2]), int(attn.shape[-1])
+    if queries == keys == length:
+        return attn, 0
+    extra = keys - length
+    if virtual is not None and extra == virtual.count and queries == (keys if virtual.in_activations else length):
+        return attn[:, :, queries - length:, :], extra
+    described = (f"PEFT {virtual.method} with {virtual.count} virtual tokens" if virtual is not None
+                 else "a model without PEFT prompt learning")
+    raise TokenAlignmentError(
+        f"Attention weights of shape {tuple(attn.shape)} do not match the batch's {length} tokens ({described}); "
+        "which queries and keys are real tokens is unknown. Collect attention patterns on a model that keeps the "
+        "input's positions (e.g. the base model without the adapter).")
 
 
 def _looks_causal(attn: torch.Tensor, mask: torch.Tensor | None) -> bool:
@@ -206,6 +238,7 @@ def collect_attention_shares(model: Any, data: Any, *, special_ids: Sequence[int
     """
     from ..batching import iterate_batches, model_input_names, progress
     hf_model = _hf_model(model)
+    virtual = virtual_tokens_of(_peft_model(model))
     accepted = model_input_names(hf_model)
     device = next(hf_model.parameters()).device
     pad = getattr(hf_model.config, "pad_token_id", None) or 0
@@ -227,10 +260,14 @@ def collect_attention_shares(model: Any, data: Any, *, special_ids: Sequence[int
                     inputs = {k: v[:remaining] for k, v in inputs.items()}
                 attentions = _forward_attentions(model, inputs)
                 mask = inputs.get("attention_mask")
+                length = int(inputs["input_ids"].shape[1])
+                aligned = [real_token_attention(a, length, virtual) for a in attentions]
                 if causal is None:
-                    causal = _looks_causal(attentions[0], mask)
+                    first, offset = aligned[0]
+                    causal = _looks_causal(first[..., offset:], mask)
                 per_layer = [attention_shares(a, inputs["input_ids"], inputs.get("token_type_ids"), special_ids,
-                                              mask, sep_id=sep_id, causal=causal) for a in attentions]
+                                              mask, sep_id=sep_id, causal=causal, virtual_keys=offset)
+                             for a, offset in aligned]
                 count = per_layer[0]["num_queries"]
                 block = torch.stack([torch.stack([r[c] for c in CATEGORIES], -1) for r in per_layer]) * count
                 sums = block if sums is None else sums + block
@@ -263,6 +300,8 @@ def plot_head_examples(model: Any, tokenizer: Any, example: Mapping[str, Any], h
             attentions = _forward_attentions(model, inputs)
     finally:
         model.train(was_training)
+    virtual = virtual_tokens_of(_peft_model(model))
+    attentions = [a[..., offset:] for a, offset in (real_token_attention(a, len(ids), virtual) for a in attentions)]
     tokens = tokenizer.convert_ids_to_tokens(ids)
     out_dir = Path(out_dir)
     paths = []

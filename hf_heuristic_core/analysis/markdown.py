@@ -45,6 +45,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              f"{', '.join(f'{s:.0%}' for s in report['sparsities'])} x seeds "
              f"{', '.join(str(s) for s in report['seeds'])}. Evaluation sets: {', '.join(names)}. "
              "Accuracies and changes are in percent (points).", ""]
+    if report.get("not_converged"):
+        lines += [f"**Warning: {len(report['not_converged'])} of {len(report['results'])} pruning runs did not "
+                  "converge** (their subnetwork is no better than random subnetworks of the same size, so their masks "
+                  "say nothing about the model; prune longer or with the short-run recipe): "
+                  + ", ".join(f"{r['run']} ({r['verdict']})" for r in report["not_converged"]) + ".", ""]
 
     lines += ["## Accuracy per evaluation set", "",
               "Subnetwork accuracy over seeds (std: population, ddof=0) next to the full model.", ""]

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from ..artifacts import MASKS_NAME
+from ..artifacts import MASKS_NAME, read_artifact
 from ..config import CONFIG_NAME, PruningConfig
 from ..data.spec import datasets_from_spec
 from ..evaluation.subnetwork import evaluate_subnetwork
@@ -149,11 +149,13 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
         if _has_artifact(run_dir):
             logger.info("[%d/%d] %s: artifact found, evaluating it.", index + 1, len(plan), run_dir.name)
             masks = read_masks(run_dir)
+            convergence = read_artifact(run_dir).config.extra.get("convergence")
         else:
             if not prunable.has_means and prunable.pruning_config.ablation == "mean":
                 data = train_dataset if means_examples is None or not hasattr(train_dataset, "select") \
                     else train_dataset.select(range(min(means_examples, len(train_dataset))))
-                prunable.compute_means(data, collate_fn=collator, show_progress=show_progress)
+                prunable.compute_means(data, collate_fn=collator, show_progress=show_progress,
+                                       keep_dropout=bool(overrides.get("keep_dropout", False)))
             logger.info("[%d/%d] %s: pruning.", index + 1, len(plan), run_dir.name)
             prunable.reset_masks(seed)
             args = PruningArguments(**{"report_to": "none", "save_strategy": "no", "disable_tqdm": not show_progress,
@@ -164,6 +166,7 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
             trainer.train()
             teacher_cache = trainer.teacher_cache or teacher_cache
             masks = prunable.get_masks(binary=True)
+            convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None
             prunable.eval()
         evaluation = evaluate_subnetwork(prunable, eval_sets, masks=masks, full_model_cache=cache, **eval_kwargs)
         report = prunable.sparsity_report(masks)
@@ -171,7 +174,8 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
             "run": run_dir.name, "sparsity": sparsity, "seed": seed, "realized_sparsity": report["sparsity"],
             "sparsity_params": report["sparsity_params"], "units_kept": report["units_kept"],
             "units_total": report["units_total"], "heads_kept": report.get("heads_kept"),
-            "mlps_kept": report.get("mlps_kept"), "eval": evaluation, "seconds": round(time.time() - started, 2)})
+            "mlps_kept": report.get("mlps_kept"), "eval": evaluation, "seconds": round(time.time() - started, 2),
+            "converged": None if convergence is None else convergence["converged"], "convergence": convergence})
         prunable.clear_masks()
         logger.info("%s: sparsity %.3f, accuracy %s", run_dir.name, report["sparsity"],
                     {n: e.get("accuracy") for n, e in evaluation.items()})

@@ -205,7 +205,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
         "full_model": results.full_model, "summary": results.summary,
         "faithfulness": faithfulness(results.results, names),
         "results": results.results, "controls": _note_short_controls(results.results, results.controls, runs_dir),
-        "mask_statistics": stats,
+        "mask_statistics": stats, "not_converged": _not_converged(results.results),
     }
     report["core_sparsity"] = chosen_sparsity
     report["core_units"] = [unit_label(u) for u in core_units]
@@ -264,6 +264,19 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     atomic_write_text(report_dir / "report.md", render_markdown(report))
     logger.info("Report written to %s", report_dir / "report.md")
     return report
+
+
+def _not_converged(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Runs whose pruning run judged its subnetwork no better than random ones of its size (`converged` False in
+    result.json): their masks are not evidence of anything, and the report says so next to every table."""
+    flagged = []
+    for row in results:
+        if row.get("converged") is False:
+            verdict = row.get("convergence") or "not converged"
+            flagged.append({"run": row["run"], "verdict": verdict})
+            logger.warning("Run %s did not converge (%s): its subnetwork is no better than random subnetworks of its "
+                           "size; prune longer or with recipe='short' before reading its masks.", row["run"], verdict)
+    return flagged
 
 
 def _note_short_controls(results: Sequence[Mapping[str, Any]], controls: Sequence[Mapping[str, Any]],

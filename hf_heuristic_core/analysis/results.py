@@ -36,7 +36,7 @@ FULL_MODEL_NAME = "full_model.json"
 CONTROLS_DIR = "controls"
 CONTROL_KINDS = ("random_like", "random_from_complement", "inverse")
 ROW_KEYS = ("run", "sparsity", "seed", "control", "source_seed", "realized_sparsity", "units_kept", "units_total",
-            "note")
+            "converged", "note")
 
 
 def write_json(path: str | os.PathLike, value: Any) -> None:
@@ -61,6 +61,8 @@ def _json_default(value: Any) -> Any:
 def _row_from_result(result: Mapping[str, Any], eval_names: Sequence[str]) -> dict[str, Any]:
     """A flat table row: run info, then accuracy per set, then agreement and KL per set."""
     row: dict[str, Any] = {k: result.get(k) for k in ROW_KEYS if k in result}
+    if result.get("convergence"):
+        row["convergence"] = result["convergence"].get("verdict")
     evaluation = result.get("eval", {})
     for name in eval_names:
         row[name] = evaluation.get(name, {}).get("accuracy")

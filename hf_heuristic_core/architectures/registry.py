@@ -25,7 +25,9 @@ class ArchitectureMap:
 
     `heads_config` names the config attributes that hold this stack's head count (the first present wins; default:
     the usual names). `decoder` is the decoder stack of an encoder-decoder model, whose layers also hold
-    `cross_attention_output` (inside the `cross_attention` block).
+    `cross_attention_output` (inside the `cross_attention` block). `mlp_output_dropout` is the `nn.Dropout` applied
+    to the MLP output projection's output and to nothing else (None: no such module, e.g. functional dropout or a
+    dropout shared with attention); with `keep_dropout` the MLP means are taken after it, as in the paper's code.
     """
 
     layers: str
@@ -38,10 +40,12 @@ class ArchitectureMap:
     decoder: "ArchitectureMap | None" = None
     cross_attention_output: str | None = None
     cross_attention: str | None = None
+    mlp_output_dropout: str | None = None
 
 
 _BERT_LIKE = ArchitectureMap("encoder.layer", "attention.output.dense", "output.dense",
-                             attention="attention", mlp=("intermediate", "output.dense"))
+                             attention="attention", mlp=("intermediate", "output.dense"),
+                             mlp_output_dropout="output.dropout")
 _LLAMA_LIKE = ArchitectureMap("layers", "self_attn.o_proj", "mlp.down_proj", attention="self_attn", mlp=("mlp",))
 _BART_LIKE = ArchitectureMap(
     "encoder.layers", "self_attn.out_proj", "fc2", attention="self_attn", mlp=("fc1", "fc2"),
@@ -52,23 +56,26 @@ _BART_LIKE = ArchitectureMap(
 _T5_LIKE = ArchitectureMap(
     "encoder.block", "layer.0.SelfAttention.o", "layer.1.DenseReluDense.wo", attention="layer.0.SelfAttention",
     mlp=("layer.1.DenseReluDense",), heads_config=("num_heads",), layers_config=("num_layers",),
+    mlp_output_dropout="layer.1.dropout",
     decoder=ArchitectureMap("decoder.block", "layer.0.SelfAttention.o", "layer.2.DenseReluDense.wo",
                             attention="layer.0.SelfAttention", mlp=("layer.2.DenseReluDense",),
                             heads_config=("num_heads",), layers_config=("num_decoder_layers",),
                             cross_attention_output="layer.1.EncDecAttention.o",
-                            cross_attention="layer.1.EncDecAttention"))
+                            cross_attention="layer.1.EncDecAttention", mlp_output_dropout="layer.2.dropout"))
 
 ARCHITECTURES: dict[str, ArchitectureMap] = {
     **{t: _BERT_LIKE for t in ("bert", "roberta", "xlm-roberta", "electra", "camembert", "data2vec-text",
                                "ernie", "roberta-prelayernorm", "xlm-roberta-xl")},
     "distilbert": ArchitectureMap("transformer.layer", "attention.out_lin", "ffn.lin2", attention="attention",
-                                  mlp=("ffn",)),
+                                  mlp=("ffn",), mlp_output_dropout="ffn.dropout"),
     "mpnet": ArchitectureMap("encoder.layer", "attention.attn.o", "output.dense", attention="attention",
-                             mlp=("intermediate", "output.dense")),
-    "gpt2": ArchitectureMap("h", "attn.c_proj", "mlp.c_proj", attention="attn", mlp=("mlp",)),
-    "gpt_neo": ArchitectureMap("h", "attn.attention.out_proj", "mlp.c_proj", attention="attn", mlp=("mlp",)),
+                             mlp=("intermediate", "output.dense"), mlp_output_dropout="output.dropout"),
+    "gpt2": ArchitectureMap("h", "attn.c_proj", "mlp.c_proj", attention="attn", mlp=("mlp",),
+                            mlp_output_dropout="mlp.dropout"),
+    "gpt_neo": ArchitectureMap("h", "attn.attention.out_proj", "mlp.c_proj", attention="attn", mlp=("mlp",),
+                               mlp_output_dropout="mlp.dropout"),
     "gpt_neox": ArchitectureMap("layers", "attention.dense", "mlp.dense_4h_to_h", attention="attention",
-                                mlp=("mlp",)),
+                                mlp=("mlp",), mlp_output_dropout="post_mlp_dropout"),
     "opt": ArchitectureMap("decoder.layers", "self_attn.out_proj", "fc2", attention="self_attn", mlp=("fc1", "fc2")),
     "phi": ArchitectureMap("layers", "self_attn.dense", "mlp.fc2", attention="self_attn", mlp=("mlp",)),
     **{t: _LLAMA_LIKE for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2",

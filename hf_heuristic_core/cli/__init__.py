@@ -15,7 +15,6 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .checks import (
-    TEXT_COLUMN_CANDIDATES,
     check_model_source,
     looks_local,
     resolve_text_columns,
@@ -37,7 +36,6 @@ logger = logging.getLogger("hf_heuristic_core")
 __all__ = [
     "SUBCOMMANDS",
     "TASK_CLASSES",
-    "TEXT_COLUMN_CANDIDATES",
     "PruneScriptArguments",
     "command_help",
     "format_summary",

@@ -9,10 +9,7 @@ from typing import Any
 
 from ..errors import EmptyDatasetError, UsageError
 
-TEXT_COLUMN_CANDIDATES = (("premise", "hypothesis"), ("sentence1", "sentence2"), ("question1", "question2"),
-                          ("question", "sentence"), ("text",), ("sentence",), ("content",))
 MODEL_FILES = ("config.json", "adapter_config.json")
-DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".parquet", ".arrow", ".txt")
 
 
 def looks_local(source: str) -> bool:
@@ -51,13 +48,8 @@ def check_rows(data: Any, what: str) -> Any:
 
 
 def load_dataset_checked(source: str, config: str | None, split: str, flag: str) -> Any:
-    """`data.sources.load_table`, with missing paths and empty files reported as such."""
-    from ..data.sources import load_table
-    parts = [p.strip() for p in str(source).split(",") if p.strip()]
-    missing = [p for p in parts if not Path(p).expanduser().exists() and (looks_local(p) or Path(p).suffix in DATA_SUFFIXES)]
-    if missing:
-        raise UsageError(f"{flag} {source}: no such file or folder {missing}; check the path (files are "
-                         "comma-separated), or pass a Hub dataset id.")
+    """`data.tables.load_table` (which names missing paths itself), with empty files reported as such."""
+    from ..data.tables import load_table
     what = f"{flag} {source} (split {split!r})"
     try:
         data = load_table(source, config, split)
@@ -71,14 +63,9 @@ def load_dataset_checked(source: str, config: str | None, split: str, flag: str)
 
 
 def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]:
-    """The text columns to tokenize: the requested ones (checked) or the first known pair / single that exists."""
-    if requested:
-        chosen = [c.strip() for c in requested.split(",") if c.strip()]
-        missing = [c for c in chosen if c not in columns]
-        if missing:
-            raise UsageError(f"--text_columns {missing} not in the dataset; its columns are {columns}.")
-        return chosen
-    for candidate in TEXT_COLUMN_CANDIDATES:
-        if all(c in columns for c in candidate):
-            return list(candidate)
-    raise UsageError(f"Could not find text columns in {columns}; pass --text_columns a,b.")
+    """`data.tokenize.text_columns`, its error turned into a `UsageError` naming the flag."""
+    from ..data.tokenize import text_columns
+    try:
+        return text_columns(columns, requested)
+    except ValueError as err:
+        raise UsageError(str(err).replace("text columns [", "--text_columns [", 1)) from None

@@ -93,6 +93,7 @@ def effective_size_command(argv: Sequence[str]) -> int:
 
 def run_effective_size(arguments: EffectiveSizeArguments):
     """Load and tokenize the data, then `track_effective_size` over the run's checkpoints."""
+    from ..data.tables import load_table
     from ..evaluation.effective_size import EffectiveSizeError
     from ..search.run import ClimbSchedule
     from ..search.tracking import find_checkpoints, track_effective_size
@@ -108,7 +109,7 @@ def run_effective_size(arguments: EffectiveSizeArguments):
     generated = _generated(arguments) if GENERATED in {arguments.train_data, *_sources(arguments)} else None
 
     train = generated["train"] if arguments.train_data == GENERATED else \
-        _load(arguments.train_data, arguments.dataset_config, arguments.train_split)
+        load_table(arguments.train_data, arguments.dataset_config, arguments.train_split)
     if arguments.max_train_examples:
         train = train.select(range(min(arguments.max_train_examples, len(train))))
     id_sets = _eval_sets(arguments.id_eval, arguments, generated, "id_eval", split_subcases=False)
@@ -117,10 +118,12 @@ def run_effective_size(arguments: EffectiveSizeArguments):
     if clash:
         raise EffectiveSizeError(f"--id_eval and --ood_eval both give cases named {sorted(clash)}; name them "
                                  "apart with NAME=SOURCE.")
-    columns = _text_columns(train.column_names, arguments.text_columns)
-    tokenize = _tokenizer_fn(tokenizer, columns, arguments.max_length)
-    train_tokens = _tokenized(train, tokenize, keep_labels=False)
-    eval_sets = {name: _tokenized(data, tokenize, keep_labels=True) for name, data in {**id_sets, **ood_sets}.items()}
+    from ..cli import resolve_text_columns
+    from ..data.tokenize import tokenize_dataset
+    columns = resolve_text_columns(train.column_names, arguments.text_columns)
+    train_tokens = tokenize_dataset(train, tokenizer, columns, arguments.max_length, keep_labels=False)
+    eval_sets = {name: tokenize_dataset(data, tokenizer, columns, arguments.max_length)
+                 for name, data in {**id_sets, **ood_sets}.items()}
     groups: dict[str, list[str]] = {}
     if id_sets:
         groups["ID"] = list(id_sets)
@@ -157,13 +160,9 @@ def _generated(arguments: EffectiveSizeArguments):
                         ood_eval_size_per_subcase=arguments.generated_ood_size, seed=arguments.data_seed)
 
 
-def _load(source: str, config: str | None, split: str):
-    from ..data.sources import load_table
-    return load_table(source, config, split)
-
-
 def _eval_sets(items: list[str], arguments: EffectiveSizeArguments, generated: Any, generated_split: str,
                split_subcases: bool) -> dict[str, Any]:
+    from ..data.tables import load_table
     from ..evaluation.effective_size import EffectiveSizeError
     sets: dict[str, Any] = {}
     for item in items:
@@ -171,7 +170,7 @@ def _eval_sets(items: list[str], arguments: EffectiveSizeArguments, generated: A
         if source == GENERATED:
             data, default_name = generated[generated_split], generated_split
         else:
-            data = _load(source, arguments.dataset_config, arguments.eval_split)
+            data = load_table(source, arguments.dataset_config, arguments.eval_split)
             default_name = Path(source.split(",")[0]).name.split(".")[0] or source
         parts = _subcases(data) if split_subcases and not name else None
         for case, part in (parts or {name or default_name: data}).items():
@@ -193,26 +192,6 @@ def _subcases(data) -> dict[str, Any] | None:
         from ..data.nli import hans_subsets
         return hans_subsets(data)
     return None
-
-
-def _text_columns(columns: list[str], requested: str | None) -> list[str]:
-    from ..cli import resolve_text_columns
-    return resolve_text_columns(columns, requested)
-
-
-def _tokenizer_fn(tokenizer, columns: list[str], max_length: int):
-    def tokenize(batch):
-        return tokenizer(*[batch[c] for c in columns], truncation=True, max_length=max_length)
-    return tokenize
-
-
-def _tokenized(data, tokenize, keep_labels: bool):
-    keep = {"input_ids", "attention_mask", "token_type_ids"} | ({"label", "labels"} if keep_labels else set())
-    tokens = data.map(tokenize, batched=True, remove_columns=[c for c in data.column_names if c not in keep],
-                      desc="tokenizing")
-    if "label" in tokens.column_names and "labels" not in tokens.column_names:
-        tokens = tokens.rename_column("label", "labels")
-    return tokens
 
 
 def _load_tokenizer(arguments: EffectiveSizeArguments, first_checkpoint: Path):

@@ -209,6 +209,7 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     import transformers
 
     from ..config import PruningConfig
+    from ..data.tokenize import tokenize_dataset
     from ..model import PrunableModel
     from ..training.trainer import PruningTrainer
 
@@ -233,20 +234,14 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
 
-    def tokenize(batch):
-        return tokenizer(*[batch[c] for c in columns], truncation=True, max_length=script.max_length)
-
-    keep = {"input_ids", "attention_mask", "token_type_ids"}
-    train_tok = train.map(tokenize, batched=True, remove_columns=[c for c in train.column_names if c not in keep],
-                          desc="tokenizing")
+    train_tok = tokenize_dataset(train, tokenizer, columns, script.max_length, keep_labels=False)
     collator = transformers.DataCollatorWithPadding(tokenizer)
     means_data = train_tok.select(range(min(script.means_examples, len(train_tok))))
     model.compute_means(means_data, batch_size=args.per_device_eval_batch_size,
-                        collate_fn=collator, device=args.device)
+                        collate_fn=collator, device=args.device, keep_dropout=args.keep_dropout)
     if script.eval_split:
         eval_raw = load_dataset_checked(script.dataset, script.dataset_config, script.eval_split, "--eval_split")
-        eval_tok = eval_raw.map(tokenize, batched=True, desc="tokenizing",
-                                remove_columns=[c for c in eval_raw.column_names if c not in keep])
+        eval_tok = tokenize_dataset(eval_raw, tokenizer, columns, script.max_length, keep_labels=False)
     else:
         eval_tok = train_tok.select(range(min(256, len(train_tok))))
     trainer = PruningTrainer(model=model, args=args, train_dataset=train_tok, data_collator=collator,

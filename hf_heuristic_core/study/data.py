@@ -4,29 +4,36 @@ Default design (offline): `generate_nli` builds a training set on which the lexi
 but a small share (`counter_heuristic_fraction`) of examples. A model learns the heuristic from the first batches (it is
 right on ~95% of the data, so in-domain accuracy saturates early) and the counter-heuristic behavior only later, from
 the rare examples that contradict it (so out-of-domain accuracy on the counter-heuristic subcases rises late).
+
+The sets are built from a data spec (`data.study_spec.nli_study_spec`), the same spec the study records in its runs
+folder, so `analyze` on those runs rebuilds exactly these sets.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
 
-from ..data.nli import generate_nli, hans_subsets, load_hans, load_mnli
-from ..data.sources import load_table
+from ..data.spec import load_source
+from ..data.study_spec import MNLI_IDS, nli_study_spec
+from ..data.tokenize import text_columns as _text_columns
+from ..data.tokenize import tokenize_dataset
 
-TEXT_PAIRS = (("premise", "hypothesis"), ("sentence1", "sentence2"), ("question1", "question2"))
+__all__ = ["MNLI_IDS", "StudyData", "build_study_data", "text_columns", "tokenize"]
 
 
 @dataclass
 class StudyData:
-    """Raw (untokenized) study data; `ood` maps a case name (e.g. a HANS subcase) to its examples."""
+    """Raw (untokenized) study data; `ood` maps a case name (e.g. a HANS subcase) to its examples; `spec` is the data
+    spec they were built from (recorded in the runs folder)."""
 
     train: datasets.Dataset
     id_eval: dict[str, datasets.Dataset]
     ood: dict[str, datasets.Dataset]
     description: dict[str, Any]
+    spec: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cases(self) -> dict[str, list[str]]:
@@ -39,78 +46,28 @@ class StudyData:
 
 def build_study_data(train: str | None = None, id_eval: str | None = None, ood_eval: str | None = None, *,
                      train_size: int = 4000, id_eval_size: int = 400, ood_per_case: int = 100,
-                     counter_heuristic_fraction: float = 0.05, seed: int = 0) -> StudyData:
+                     counter_heuristic_fraction: float = 0.05, seed: int = 0, max_length: int = 40) -> StudyData:
     """Generated data unless the user names files / Hub ids; OOD data is split into one set per subcase."""
-    generated = None
-    if train is None or id_eval is None or ood_eval is None:
-        generated = generate_nli(train_size=train_size, id_eval_size=id_eval_size,
-                                 ood_eval_size_per_subcase=ood_per_case,
-                                 counter_heuristic_fraction=counter_heuristic_fraction, seed=seed)
-    train_set = _load_train(train) if train else generated["train"]
-    id_sets = _load_id(id_eval) if id_eval else {"id": generated["id_eval"]}
-    if ood_eval:
-        ood_sets = _load_ood(ood_eval, ood_per_case, seed)
-    else:
-        ood_sets = {name: subset for name, subset in hans_subsets(generated["ood_eval"]).items()}
+    spec = nli_study_spec(train, id_eval, ood_eval, train_size=train_size, id_eval_size=id_eval_size,
+                          ood_per_case=ood_per_case, counter_heuristic_fraction=counter_heuristic_fraction,
+                          seed=seed, max_length=max_length)
+    generated: dict[str, Any] = {}
+    train_set = load_source(spec["train"], generated)
+    sets = {name: load_source(entry, generated) for name, entry in spec["eval_sets"].items()}
+    id_sets = {name: sets[name] for name in spec["groups"]["id"]}
+    ood_sets = {name: sets[name] for name in spec["groups"]["ood"]}
     description = {"train": train or "generated", "id_eval": id_eval or "generated", "ood_eval": ood_eval or
                    "generated", "train_size": len(train_set), "counter_heuristic_fraction":
                    counter_heuristic_fraction if train is None else None, "seed": seed,
-                   "ood_cases": {k: len(v) for k, v in ood_sets.items()}, "id_size": len(id_sets["id"])}
-    return StudyData(train_set, id_sets, ood_sets, description)
-
-
-MNLI_IDS = ("mnli", "nyu-mll/glue", "glue", "nyu-mll/multi_nli", "multi_nli")
-
-
-def _load_train(spec: str) -> datasets.Dataset:
-    return load_mnli(_mnli_id(spec), split="train") if spec in MNLI_IDS else load_table(spec)
-
-
-def _load_id(spec: str) -> dict[str, datasets.Dataset]:
-    """MNLI gives two in-domain cases (matched, mismatched), as in the paper; anything else one."""
-    if spec in MNLI_IDS:
-        return {f"mnli_{split}": load_mnli(_mnli_id(spec), split=f"validation_{split}")
-                for split in ("matched", "mismatched")}
-    return {"id": load_table(spec, split="validation")}
-
-
-def _mnli_id(spec: str) -> str:
-    return "nyu-mll/glue" if spec in ("mnli", "glue") else spec
-
-
-def _load_ood(spec: str, per_case: int, seed: int) -> dict[str, datasets.Dataset]:
-    """A HANS-style source (folder, file or Hub id) split per subcase, each capped at `per_case` examples."""
-    try:
-        table = load_hans(spec, split="validation")
-    except (ValueError, FileNotFoundError):
-        table = load_table(spec, split="validation")
-    if "subcase_full" not in table.column_names:
-        return {"ood": table.shuffle(seed=seed).select(range(min(per_case, len(table))))}
-    if "counter_heuristic" in table.column_names:   # HANS-shaped: the non-entailed subcases, where the heuristic fails
-        table = table.filter(lambda flags: flags, input_columns="counter_heuristic", batched=True)
-    return {name: subset.shuffle(seed=seed).select(range(min(per_case, len(subset))))
-            for name, subset in hans_subsets(table).items()}
+                   "ood_cases": {k: len(v) for k, v in ood_sets.items()}, "id_size": len(next(iter(id_sets.values())))}
+    return StudyData(train_set, id_sets, ood_sets, description, spec)
 
 
 def text_columns(dataset: datasets.Dataset) -> list[str]:
-    for pair in TEXT_PAIRS:
-        if all(c in dataset.column_names for c in pair):
-            return list(pair)
-    for single in ("text", "sentence"):
-        if single in dataset.column_names:
-            return [single]
-    raise ValueError(f"Cannot find text columns in {dataset.column_names}; expected premise/hypothesis, "
-                     "sentence1/sentence2, question1/question2, text or sentence.")
+    """The text columns of a table (see `data.tokenize.text_columns`)."""
+    return _text_columns(dataset.column_names)
 
 
 def tokenize(dataset: datasets.Dataset, tokenizer, max_length: int, keep_labels: bool = True) -> datasets.Dataset:
-    columns = text_columns(dataset)
-    label = "label" if "label" in dataset.column_names else ("labels" if "labels" in dataset.column_names else None)
-    encoded = dataset.map(lambda b: tokenizer(*[b[c] for c in columns], truncation=True, max_length=max_length),
-                          batched=True, remove_columns=[c for c in dataset.column_names if c != label],
-                          desc="tokenizing")
-    if label == "label":
-        encoded = encoded.rename_column("label", "labels")
-    if not keep_labels and "labels" in encoded.column_names:
-        encoded = encoded.remove_columns("labels")
-    return encoded
+    """`data.tokenize.tokenize_dataset` with the columns guessed."""
+    return tokenize_dataset(dataset, tokenizer, None, max_length, keep_labels=keep_labels)

@@ -164,7 +164,8 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
     data = build_study_data(args.train, args.id_eval, args.ood_eval, train_size=args.train_size,
                             id_eval_size=args.id_eval_size, ood_per_case=args.ood_per_case,
-                            counter_heuristic_fraction=args.counter_heuristic_fraction, seed=args.seed)
+                            counter_heuristic_fraction=args.counter_heuristic_fraction, seed=args.seed,
+                            max_length=args.max_length)
     train = tokenize(data.train, tokenizer, args.max_length)
     eval_sets = {name: tokenize(subset, tokenizer, args.max_length) for name, subset in data.eval_sets().items()}
     groups = data.cases
@@ -198,14 +199,14 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     t0 = time.time()
     recipe = get_recipe(args.pruning_recipe)
     recipe_config = PruningConfig(**recipe.config)
-    overrides = {**recipe.arguments,
+    overrides = {**recipe.arguments, "recipe": recipe.name,
                  "max_steps": args.prune_steps, "sparsity_warmup_steps": max(1, args.prune_steps // 2),
                  "per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu,
                  "report_to": "none", "save_strategy": "no", "disable_tqdm": True, "logging_steps": 50}
     runs = prune_many(str(model_path), prune_inputs, eval_sets, out / "runs", args.floats(args.sparsities),
                       args.ints(args.seeds), pruning_config=recipe_config, pruning_overrides=overrides,
                       data_collator=collator, tokenizer=tokenizer, means_examples=args.means_examples,
-                      data_spec=_data_spec(args))
+                      data_spec=data.spec)
     timings["prune_many"] = time.time() - t0
 
     # 3. Analyze.
@@ -265,7 +266,7 @@ def _search_arguments(args: StudyArguments, finetune_dir: Path, collator) -> dic
     """The effective-size search settings, shared by the live callback and the tracker that finishes after a crash
     (the tracker refuses to resume a results file written under other settings)."""
     overrides = dict(get_recipe(args.pruning_recipe).arguments)
-    overrides.update({"per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu})
+    overrides.update({"recipe": args.pruning_recipe, "per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu})
     return {"strategy": args.effective_size_strategy, "sparsities": args.floats(args.effective_size_sparsities),
             "seeds": args.ints(args.effective_size_seeds), "steps_per_run": args.effective_size_steps,
             "results_file": finetune_dir / "effective_size.json", "collate_fn": collator,
@@ -277,13 +278,6 @@ def _track(args, finetune_dir: Path, train_inputs, eval_sets, groups, collator):
     from ..search.tracking import track_effective_size
     return track_effective_size(finetune_dir, train_inputs, eval_sets, groups,
                                 **_search_arguments(args, finetune_dir, collator))
-
-
-def _data_spec(args: StudyArguments) -> dict[str, Any]:
-    return {"train": args.train, "id_eval": args.id_eval, "ood_eval": args.ood_eval, "generated": {
-        "train_size": args.train_size, "id_eval_size": args.id_eval_size, "ood_per_case": args.ood_per_case,
-        "counter_heuristic_fraction": args.counter_heuristic_fraction, "seed": args.seed},
-        "max_length": args.max_length}
 
 
 def write_study_report(out: Path, summary: dict[str, Any], effective: Any, report: dict[str, Any], runs: Any) -> None:

@@ -75,13 +75,10 @@ def init_rank_correlation(initial: Mapping[str, torch.Tensor], final: Mapping[st
         return None
     a = torch.cat([initial[k].detach().double().flatten().cpu() for k in kinds])
     b = torch.cat([final[k].detach().double().flatten().cpu() for k in kinds])
-    if a.numel() < 3:
-        return None
-    ranks_a = a.argsort().argsort().double()
-    ranks_b = b.argsort().argsort().double()
-    ranks_a, ranks_b = ranks_a - ranks_a.mean(), ranks_b - ranks_b.mean()
-    denominator = float((ranks_a.square().sum() * ranks_b.square().sum()).sqrt())
-    return float((ranks_a * ranks_b).sum()) / denominator if denominator else None
+    if a.numel() < 3 or bool((a == a[0]).all()) or bool((b == b[0]).all()):
+        return None   # a constant side has no ranking to keep or lose
+    from scipy.stats import spearmanr
+    return float(spearmanr(a.numpy(), b.numpy()).statistic)
 
 
 @torch.no_grad()

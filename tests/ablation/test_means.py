@@ -13,14 +13,14 @@ def test_activation_mean_counts_real_tokens_and_round_trips_its_state():
     torch.manual_seed(0)
     layer = nn.Linear(4, 3)
     mask = {"value": None}
-    first = ActivationMean(ActivationSite(layer, "output"), lambda: mask["value"])
+    first = ActivationMean(ActivationSite(layer, "output"), lambda x: mask["value"])
     handle = first.attach()
     x1, m1 = torch.randn(2, 5, 4), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     x2, m2 = torch.randn(1, 5, 4), torch.tensor([[1, 1, 0, 0, 0]])
     mask["value"] = m1
     layer(x1)
     handle.remove()
-    second = ActivationMean(ActivationSite(layer, "output"), lambda: mask["value"])
+    second = ActivationMean(ActivationSite(layer, "output"), lambda x: mask["value"])
     second.load_state_dict(first.state_dict())   # resume from the saved statistics
     handle = second.attach()
     mask["value"] = m2
@@ -34,7 +34,7 @@ def test_activation_mean_counts_real_tokens_and_round_trips_its_state():
 
 def test_input_site_reads_the_module_input():
     layer = nn.Linear(4, 3)
-    collector = ActivationMean(ActivationSite(layer, "input"), lambda: None)
+    collector = ActivationMean(ActivationSite(layer, "input"), lambda x: None)
     handle = collector.attach()
     x = torch.randn(2, 3, 4)
     layer(x)

@@ -4,6 +4,7 @@ computed independently with set_masks and a plain forward pass."""
 from __future__ import annotations
 
 import json
+import logging
 
 import datasets
 import numpy as np
@@ -14,6 +15,7 @@ from hf_heuristic_core import PrunableModel, PruningConfig, read_artifact
 from hf_heuristic_core.analysis import (ablation_masks, ablation_table, collect_results, datasets_from_spec,
                                         group_label, parse_unit, prune_many, run_name, summarize, unit_label,
                                         units_from_masks)
+from hf_heuristic_core.analysis.report import analyze
 from hf_heuristic_core.evaluation import evaluate_subnetwork
 from tiny_models import one_torch_thread, tiny_model  # noqa: F401
 
@@ -308,9 +310,9 @@ def test_datasets_from_spec(minilm_dir, tmp_path):
     train, sets = datasets_from_spec(spec, tokenizer)
     raw = generate_nli(**kwargs)
     assert len(train) == 10 and len(sets["so"]) == 4 and len(sets["file"]) == 3
-    assert set(train.column_names) == {"input_ids", "token_type_ids", "attention_mask", "label"}
+    assert set(train.column_names) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
     expected = tokenizer(raw["train"][0]["premise"], raw["train"][0]["hypothesis"], truncation=True, max_length=16)
-    assert train[0]["input_ids"] == expected["input_ids"] and train[0]["label"] == raw["train"][0]["label"]
+    assert train[0]["input_ids"] == expected["input_ids"] and train[0]["labels"] == raw["train"][0]["label"]
     with pytest.raises(ValueError, match="Unknown data source"):
         datasets_from_spec({"eval_sets": {"x": {"source": "nope"}}}, tokenizer)
 
@@ -397,3 +399,26 @@ def test_prune_many_complement_controls_match_the_learned_size(tmp_path, caplog)
     markdown = (runs / "report" / "report.md").read_text()
     assert f"Note on random_from_complement at 25% sparsity: {note}" in markdown
     assert "Note on random_from_complement at 50% sparsity" not in markdown
+
+
+def test_prune_many_records_convergence_and_the_report_flags_runs_that_did_not(tmp_path, caplog):
+    """A run too short for the paper's recipe (init 10: the logits keep their initial ranking) is recorded as not
+    converged in result.json and results.csv, and analyze warns and flags it at the top of report.md."""
+    train, eval_sets = _train_and_eval()
+    runs = tmp_path / "runs"
+    paper = dict(max_steps=2, per_device_train_batch_size=16, use_cpu=True, recipe="paper", convergence_batches=2)
+    prune_many(PrunableModel(tiny_model("bert"), PruningConfig()), train, eval_sets, runs, [0.5], [0, 1],
+               pruning_overrides=paper, show_progress=False, controls=False)
+    for seed in (0, 1):
+        result = json.loads((runs / run_name(0.5, seed) / "result.json").read_text())
+        stored = read_artifact(runs / run_name(0.5, seed)).config.extra["convergence"]
+        assert result["converged"] is False and result["convergence"] == stored
+        assert result["convergence"]["verdict"] == "the mask logits kept their initial ranking"
+    assert "converged" in (runs / "results.csv").read_text().splitlines()[0]
+    with caplog.at_level(logging.WARNING, logger="hf_heuristic_core.analysis"):
+        report = analyze(runs, ablation=False, attention=False)
+    assert [r["run"] for r in report["not_converged"]] == ["sp50-seed0", "sp50-seed1"]
+    assert sum("did not converge" in r.getMessage() for r in caplog.records if r.name.endswith("report")) == 2
+    text = (runs / "report" / "report.md").read_text()
+    assert "**Warning: 2 of 2 pruning runs did not converge**" in text
+    assert "sp50-seed0 (the mask logits kept their initial ranking)" in text

@@ -69,7 +69,7 @@ def test_empty_dataset_file_gives_no_rows_not_stopiteration(tiny_model_dir, tmp_
 
 def test_missing_data_file_is_named(tiny_model_dir, tmp_path, capsys):
     assert main(_prune(tiny_model_dir, tmp_path / "nowhere.jsonl", tmp_path / "out")) == 2
-    assert "no such file or folder" in _error_line(capsys)
+    assert "nowhere.jsonl does not exist" in _error_line(capsys)
 
 
 @pytest.mark.parametrize("flag, value, fix", [

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from safetensors import safe_open
 
 from hf_heuristic_core.cli import main
 from hf_heuristic_core.study import StudyArguments
@@ -114,3 +120,64 @@ def test_paper_config_parses():
     args = StudyArguments(config=str(Path(__file__).resolve().parents[2] / "examples" / "paper_bert_mnli.yaml"))
     assert args.model == "bert-base-cased" and args.pruning_recipe == "paper" and args.num_labels == 3
     assert len(args.ints(args.seeds)) == 12 and args.prune_steps == 9300
+
+
+# A study SIGKILLed while it fine-tunes (after its first checkpoint) and started again ends with the fine-tuned model,
+# effective sizes and pruning masks of an uninterrupted study, bit for bit.
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _environment() -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+
+def _command(out: Path) -> list[str]:
+    return [sys.executable, "-m", "hf_heuristic_core.cli", "study", "--output_dir", str(out), *REDUCED]
+
+
+def _tensors(path: Path) -> dict[str, bytes]:
+    with safe_open(str(path), "pt") as handle:
+        return {k: handle.get_tensor(k).numpy().tobytes() for k in handle.keys()}   # noqa: SIM118
+
+
+def _without_timings(value):
+    """The same JSON without wall-clock fields (the only thing a resumed run may change)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if "seconds" not in k and k != "timings_s"}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _outcome(out: Path) -> dict:
+    effective = json.loads((out / "finetune" / "effective_size.json").read_text())
+    return {"model": _tensors(out / "finetune" / "final" / "model.safetensors"),
+            "effective_size": _without_timings(effective["checkpoints"]),
+            "masks": {p.parent.name: _tensors(p) for p in sorted((out / "runs").glob("sp*/masks.safetensors"))}}
+
+
+def test_sigkilled_study_resumes_to_the_uninterrupted_result(tmp_path):
+    whole = tmp_path / "whole"
+    done = subprocess.run(_command(whole), cwd=REPO, env=_environment(), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(_command(killed), cwd=REPO, env=_environment(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    first = killed / "finetune" / "checkpoint-4" / "trainer_state.json"
+    deadline = time.time() + 600
+    while not first.is_file() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the study finished before it could be killed"
+    assert not (killed / "finetune" / "final").exists()
+
+    again = subprocess.run(_command(killed), cwd=REPO, env=_environment(), capture_output=True, text=True,
+                           timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    expected, resumed = _outcome(whole), _outcome(killed)
+    assert resumed["model"] == expected["model"]
+    assert resumed["effective_size"] == expected["effective_size"]
+    assert resumed["masks"] == expected["masks"] and len(expected["masks"]) == 4
