@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 import numbers
 import statistics
-from typing import Any, Hashable, Iterable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 from ..errors import PruningError
 from ..relaxations.binarize import check_sparsity
 
-__all__ = ["EffectiveSizeError", "effective_size", "effective_size_per_seed"]
+__all__ = ["EffectiveSizeError", "effective_size", "effective_size_per_seed", "effective_sizes_by_scan"]
 
 
 class EffectiveSizeError(PruningError, ValueError):
@@ -123,6 +123,51 @@ def effective_size(
         if mean > threshold and (best is None or s > best):
             best = s
     return 1.0 if best is None else 1.0 - best
+
+
+def effective_sizes_by_scan(
+    full_accuracy: Mapping[Hashable, float],
+    levels: Iterable[float],
+    groups: Mapping[str, Sequence[Hashable]],
+    evaluate: Callable[[float, list[Hashable]], Mapping[Hashable, float]],
+    margin: float = 0.03,
+    table: dict[float, dict[Hashable, float]] | None = None,
+) -> tuple[dict[str, float], dict[float, dict[Hashable, float]]]:
+    """`effective_size` of every group, asking `evaluate(level, cases)` only for the accuracies the answer needs.
+
+    Per group, the levels are scanned from the sparsest down and the scan stops at the first faithful one: that is
+    the largest faithful sparsity, so the answer equals `effective_size` on the full table, monotone or not (levels
+    below it cannot change a maximum). Accuracies are cached in `table` (``{level: {case: accuracy}}``, also
+    returned), so groups that share evaluation sets (ID and OOD inside mixed) share their evaluations; a level is
+    evaluated only on the sets it is still missing. Pass a pre-filled `table` to score a full evaluation the same
+    way. The arithmetic (threshold, unweighted mean over the group's cases in order, strict ``>``) is
+    `effective_size`'s own.
+    """
+    margin = _check_margin(margin)
+    ordered = sorted({_check_sparsity(level) for level in levels}, reverse=True)
+    if not ordered:
+        raise EffectiveSizeError("levels is empty; pass at least one sparsity, e.g. [0.1, 0.2, ..., 0.7]")
+    if not isinstance(groups, Mapping) or not groups:
+        raise EffectiveSizeError("groups is empty; pass {group: [case, ...]}, e.g. {'ID': ['validation_matched']}")
+    table = {} if table is None else table
+    sizes: dict[str, float] = {}
+    for group, cases in groups.items():
+        selected = _resolve_cases(full_accuracy, cases)
+        threshold = _mean_accuracy(full_accuracy, selected, "full_accuracy") - margin
+        sizes[group] = 1.0
+        for level in ordered:
+            row = table.setdefault(level, {})
+            missing = [case for case in selected if case not in row]
+            if missing:
+                found = evaluate(level, missing)
+                for case in missing:
+                    if case not in found:
+                        raise EffectiveSizeError(f"evaluate({level!r}, ...) returned no accuracy for case {case!r}")
+                    row[case] = _accuracy(found[case], f"accuracy of sparsity {level!r} on {case!r}")
+            if _mean_accuracy(row, selected, f"pruned_accuracy[{level!r}]") > threshold:
+                sizes[group] = 1.0 - level
+                break
+    return sizes, table
 
 
 def effective_size_per_seed(

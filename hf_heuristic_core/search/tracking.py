@@ -19,8 +19,10 @@ from tqdm.auto import tqdm
 
 from ..evaluation.effective_size import EffectiveSizeError
 from ..io_utils import atomic_write_text
-from .run import (DEFAULT_SPARSITIES, DEFAULT_STEPS, DEFAULT_STRATEGY, SEARCH_STRATEGIES, ClimbSchedule,
-                     EffectiveSizeSearch, check_groups, check_seeds, check_sparsities, search_effective_size)
+from .climb import ClimbSchedule
+from .result import EffectiveSizeSearch
+from .run import search_effective_size
+from .settings import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, SearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +65,12 @@ def _describe(signature: Mapping[str, Any]) -> str:
 def search_settings(strategy: str = DEFAULT_STRATEGY, sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                     seeds: Iterable[int] = (0,), groups: Mapping[str, Sequence[str]] | None = None,
                     margin: float = 0.03, steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
-                    cases: Iterable[str] | None = None) -> dict[str, Any]:
-    """The settings block of the results file (validated)."""
-    if strategy not in SEARCH_STRATEGIES:
-        raise EffectiveSizeError(f"strategy must be one of {SEARCH_STRATEGIES}, got {strategy!r}")
-    settings: dict[str, Any] = {"strategy": strategy, "sparsities": check_sparsities(sparsities),
-                                "seeds": check_seeds(seeds), "groups": check_groups(groups, cases or []),
-                                "margin": float(margin)}
-    if strategy in DEFAULT_STEPS:
-        settings["steps_per_run"] = int(steps_per_run if steps_per_run is not None else DEFAULT_STEPS[strategy])
-    else:
-        settings["climb"] = vars(climb or ClimbSchedule()).copy()
-    return settings
+                    cases: Iterable[str] | None = None, early_stopping: bool = True) -> dict[str, Any]:
+    """The settings block of the results file (validated by `SearchSettings`)."""
+    settings = SearchSettings(strategy=strategy, sparsities=sparsities, seeds=seeds, groups=groups, margin=margin,
+                              steps_per_run=steps_per_run, climb=climb or ClimbSchedule(),
+                              early_stopping=early_stopping)
+    return settings.resolve(cases or []).block()
 
 
 class EffectiveSizeResults:
@@ -212,7 +208,7 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
                          steps_per_run: int | None = None, climb: ClimbSchedule | None = None, margin: float = 0.03,
                          results_file: str | os.PathLike | None = None, max_checkpoints: int | None = None,
                          figure: bool = True, show_progress: bool = True, model_class: Any = None,
-                         **search_kwargs: Any) -> EffectiveSizeResults:
+                         early_stopping: bool = True, **search_kwargs: Any) -> EffectiveSizeResults:
     """Compute the effective size of every `checkpoint-*` folder in `output_dir` not yet in the results file.
 
     Checkpoints are processed in step order; after each one the JSON is rewritten (atomically) and the figure
@@ -236,7 +232,8 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
                                  "run's output_dir.")
     if max_checkpoints is not None and (not isinstance(max_checkpoints, int) or max_checkpoints < 0):
         raise EffectiveSizeError(f"max_checkpoints must be an integer >= 0, got {max_checkpoints!r}")
-    settings = search_settings(strategy, sparsities, seeds, groups, margin, steps_per_run, climb, cases=eval_sets)
+    settings = search_settings(strategy, sparsities, seeds, groups, margin, steps_per_run, climb, cases=eval_sets,
+                               early_stopping=early_stopping)
     results.adopt_settings(settings)
 
     reference = results.reference_signature()
@@ -262,7 +259,7 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
         search = search_effective_size(path, train_dataset, eval_sets, settings["groups"], strategy=strategy,
                                        sparsities=settings["sparsities"], seeds=settings["seeds"],
                                        steps_per_run=steps_per_run, climb=climb, margin=margin,
-                                       model_class=model_class, **search_kwargs)
+                                       model_class=model_class, early_stopping=early_stopping, **search_kwargs)
         results.record(step, path, search, signatures[step])
         results.save()
         logger.info("step %d: effective size %s (%d pruning steps)", step,
