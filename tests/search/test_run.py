@@ -55,7 +55,7 @@ def test_climb_snapshots_prune_exactly_each_level_and_cost_is_the_run_length(dat
 def test_grid_runs_every_sparsity_and_seed_and_sums_their_steps(data):
     result = search_effective_size(tiny_bert(), data["train"], {"a": data["a"], "b": data["b"]},
                                    {"A": ["a"], "both": ["a", "b"]}, strategy="grid", sparsities=[0.2, 0.4],
-                                   seeds=[0, 1], steps_per_run=3, pruning_overrides=FAST)
+                                   seeds=[0, 1], steps_per_run=3, pruning_overrides=FAST, early_stopping=False)
     assert [(r["seed"], r["sparsity"], r["steps"]) for r in result.runs] == [
         (0, 0.2, 3), (0, 0.4, 3), (1, 0.2, 3), (1, 0.4, 3)]
     assert result.cost_steps == 12
