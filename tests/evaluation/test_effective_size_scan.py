@@ -8,7 +8,11 @@ import random
 
 import pytest
 
-from hf_heuristic_core.evaluation.effective_size import EffectiveSizeError, effective_size, effective_sizes_by_scan
+from hf_heuristic_core.evaluation.effective_size import (
+    EffectiveSizeError,
+    effective_size,
+    effective_sizes_by_scan,
+)
 
 # Dyadic numbers: exact in binary floating point, so the strict boundary is exact too.
 FULL = {"id": 0.875, "o1": 0.25, "o2": 0.5}

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_models import one_torch_thread  # noqa: F401
+from tiny_models import second_token_labels as token_data
+from tiny_models import tiny_bert_classifier as tiny_bert
 
 import hf_heuristic_core.search.evaluate as search_evaluate
 from hf_heuristic_core.search import EffectiveSizeSearch, search_effective_size
-from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier as tiny_bert  # noqa: F401
 
 FAST = {"per_device_train_batch_size": 8}
 LEVELS = [0.1, 0.3, 0.5, 0.7]

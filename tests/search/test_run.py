@@ -318,7 +318,7 @@ def test_nested_search_on_fine_tuned_minilm_finds_faithful_subnetworks(finetuned
     groups = {"ID": ["id"], "OOD": [n for n in evals if n != "id"]}
     result = search_effective_size(str(finetuned_minilm), train, evals, groups, strategy="nested",
                                    sparsities=[0.1, 0.5], steps_per_run=100, collate_fn=collator,
-                                   means_examples=128, eval_batch_size=64)
+                                   means_examples=128, eval_batch_size=64, early_stopping=False)
     assert result.cost_steps == 100
     assert result.full_accuracy["id"] > 0.9
     assert result.evaluations[0][0.1]["id"]["agreement"] > 0.95

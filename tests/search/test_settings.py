@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import one_torch_thread  # noqa: F401
+from tiny_models import second_token_labels as token_data
+from tiny_models import tiny_bert_classifier as tiny_bert
 
 from hf_heuristic_core import EffectiveSizeError
-from hf_heuristic_core.search import (SEARCH_STRATEGIES, STRATEGIES, ClimbSchedule, SearchSettings, SearchStrategy,
-                                      get_strategy, register_strategy, search_effective_size)
+from hf_heuristic_core.search import (
+    SEARCH_STRATEGIES,
+    STRATEGIES,
+    ClimbSchedule,
+    SearchSettings,
+    SearchStrategy,
+    get_strategy,
+    register_strategy,
+    search_effective_size,
+)
 from hf_heuristic_core.search.tracking import search_settings
-from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier as tiny_bert  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
