@@ -196,6 +196,9 @@ class EffectiveSizeCallback(TrainerCallback):
             except ImportError as err:  # matplotlib is the optional `plot` extra
                 logger.warning("no effective-size figure: %s", err)
         metrics = {f"effective_size/{g}": v for g, v in search.effective_size.items()}
+        if len(search.seeds) > 1:   # the band across pruning seeds
+            for group, (low, high) in search.effective_size_range().items():
+                metrics[f"effective_size_min/{group}"], metrics[f"effective_size_max/{group}"] = low, high
         metrics.update({f"full_accuracy/{g}": v for g, v in search.group_full_accuracy().items()})
         metrics["effective_size/pruning_steps"] = float(search.cost_steps)
         logger.info("step %d: %s", state.global_step, metrics)

@@ -175,6 +175,26 @@ class EffectiveSizeResults:
                                  "full_accuracy": full.get(group)})
         return rows
 
+    def bands(self) -> dict[str, dict[str, list]]:
+        """Per group, over the done checkpoints in step order: the mean over pruning seeds and the min-max band,
+        ``{group: {"step": [...], "mean": [...], "min": [...], "max": [...], "seeds": [...]}}`` (the figure draws the
+        mean as a line and fills between min and max; with one seed the band is the line)."""
+        bands: dict[str, dict[str, list]] = {}
+        for step, entry in sorted(self.entries.items()):
+            if entry.get("status") != "done":
+                continue
+            for group, per_seed in entry.get("effective_size_per_seed", {}).items():
+                values = list(per_seed.values())
+                if not values:
+                    continue
+                band = bands.setdefault(group, {"step": [], "mean": [], "min": [], "max": [], "seeds": []})
+                band["step"].append(step)
+                band["mean"].append(math.fsum(values) / len(values))
+                band["min"].append(min(values))
+                band["max"].append(max(values))
+                band["seeds"].append(len(values))
+        return bands
+
     def plot(self, path: str | os.PathLike | None = None) -> list[Path]:
         """Effective size and full-model accuracy vs step, per group: PNG + PDF next to the results file, named
         after it (``effective_size.json`` -> ``effective_size.png`` / ``.pdf``)."""
@@ -279,16 +299,27 @@ def _plot(results: EffectiveSizeResults) -> None:
 
 
 def summary_table(results: EffectiveSizeResults) -> str:
-    """Plain-text table of effective size (mean over seeds) and full-model accuracy per group and step."""
+    """Plain-text table per step: each group's effective size as the mean over pruning seeds ± half its min-max range
+    (with one seed, the value alone), the group's full-model accuracy, and the pruning steps spent."""
     groups = list((results.settings or {}).get("groups") or {})
-    header = ["step"] + [f"{g} size" for g in groups] + [f"{g} full acc" for g in groups] + ["pruning steps"]
-    lines = ["  ".join(f"{h:>12}" for h in header)]
+    seeds = len((results.settings or {}).get("seeds") or [0])
+    width = 15 if seeds > 1 else 12
+    header = [f"{'step':>12}"] + [f"{g + ' size':>{width}}" for g in groups] + \
+        [f"{g + ' full acc':>12}" for g in groups] + [f"{'pruning steps':>12}"]
+    lines = ["  ".join(header)]
     for step, entry in sorted(results.entries.items()):
         if entry.get("status") != "done":
             lines.append(f"{step:>12}  (pending)")
             continue
-        sizes = [entry["effective_size"].get(g, math.nan) for g in groups]
-        full = [entry.get("full_accuracy_by_group", {}).get(g, math.nan) for g in groups]
-        cells = [f"{step:>12}"] + [f"{v:>12.3f}" for v in sizes + full] + [f"{entry.get('cost_steps', 0):>12}"]
+        cells = [f"{step:>12}"]
+        for group in groups:
+            values = list(entry.get("effective_size_per_seed", {}).get(group, {}).values())
+            mean = entry["effective_size"].get(group, math.nan)
+            text = f"{mean:.3f}" if len(values) < 2 else f"{mean:.3f} ± {(max(values) - min(values)) / 2:.3f}"
+            cells.append(f"{text:>{width}}")
+        cells += [f"{entry.get('full_accuracy_by_group', {}).get(g, math.nan):>12.3f}" for g in groups]
+        cells.append(f"{entry.get('cost_steps', 0):>12}")
         lines.append("  ".join(cells))
+    if seeds > 1:
+        lines.append(f"size: mean over {seeds} pruning seeds ± half the min-max range")
     return "\n".join(lines)
