@@ -63,7 +63,8 @@ def test_sigkilled_run_resumed_equals_an_uninterrupted_one(tmp_path, minilm_dir)
     straight = make_run(tmp_path / "straight", tokenizer)
     killed = make_run(tmp_path / "killed", tokenizer)
 
-    finished = subprocess.run(command(straight), env=environment(), capture_output=True, text=True, timeout=600)
+    finished = subprocess.run(command(straight), env=environment(), capture_output=True, text=True, timeout=600,
+                              check=False)
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert done_steps(straight / "effective_size.json") == list(STEPS)
 
@@ -79,7 +80,8 @@ def test_sigkilled_run_resumed_equals_an_uninterrupted_one(tmp_path, minilm_dir)
     assert stored and stored[0] == STEPS[0] and len(stored) < len(STEPS), f"killed too late: {stored}"
     first_entry = json.loads(results.read_text())["checkpoints"][0]
 
-    resumed = subprocess.run(command(killed), env=environment(), capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(command(killed), env=environment(), capture_output=True, text=True, timeout=600,
+                              check=False)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"{len(stored)} already done, computing {len(STEPS) - len(stored)}" in resumed.stderr
     assert json.loads(results.read_text())["checkpoints"][0] == first_entry   # not recomputed
