@@ -353,6 +353,7 @@ def measure_timing(args: argparse.Namespace, run_dir: Path, prune_train, eval_se
                    == rescored[True].effective_size_per_seed,
                    "converged": found.converged}
             rows.append(row)
+            atomic_write_text(Path(args.output), json.dumps({"partial": True, "rows": rows}, indent=1) + "\n")
             logger.info("timing step %d %s: ES %s, eval %.1f s -> %.1f s (%d -> %d evaluations), identical %s, "
                         "wall %.0f s", step, strategy, {g: round(v, 2) for g, v in found.effective_size.items()},
                         row["evaluation_seconds_full"], row["evaluation_seconds_early"], row["evaluations_full"],
