@@ -86,4 +86,6 @@ def test_sigkilled_run_resumed_equals_an_uninterrupted_one(tmp_path, minilm_dir)
     assert f"{len(stored)} already done, computing {len(STEPS) - len(stored)}" in resumed.stderr
     assert json.loads(results.read_text())["checkpoints"][0] == first_entry   # not recomputed
     assert comparable(results) == comparable(straight / "effective_size.json")
+    settings = json.loads(results.read_text())["settings"]
+    assert settings["seeds"] == [0, 1] and settings["early_stopping"] is True
     assert "± " in resumed.stdout   # two seeds: mean ± half-range
