@@ -309,6 +309,10 @@ def judge(path: str, cheap: str = "nested", reference: str = "grid", resamples: 
         "cheap_vs_grid_interval": interval(sorted(c for c, _ in draws)),
         "grid_vs_grid_interval": interval(sorted(n for _, n in draws)),
         "difference_interval": interval(differences),
+        "per_group_steps": {g: {"cheap_vs_grid": round(sum(mean_disagreement(tables[c], tables[r], steps, [g],
+                                                                            step_size) for c, r in cross) / len(cross), 4),
+                                "grid_vs_grid": round(sum(mean_disagreement(tables[a], tables[b], steps, [g], step_size)
+                                                          for a, b in noise) / len(noise), 4)} for g in groups},
         "agreement_passes": point[0] <= point[1],
         "pruning_step_ratio": round(cheap_steps / grid_steps, 4),
         "pruning_steps_pass": cheap_steps <= 0.10 * grid_steps,
