@@ -328,6 +328,30 @@ def judge(path: str, cheap: str = "nested", reference: str = "grid", resamples: 
     return verdict
 
 
+def evaluation_work(path: str, examples: dict[str, int], groups: dict[str, list[str]]) -> dict:
+    """Evaluation work per checkpoint and seed, in examples run through a model, that the stored effective sizes imply:
+    today's code (the full model twice -- once for its accuracies, once to fill the logits cache -- and every level on
+    every set) vs early stopping (the full model once, and each level on the sets of the groups whose scan reached it:
+    a group with effective size e stops at sparsity 1 - e; one with nothing faithful scans every level). Exact counts
+    from the stored tables; time is about proportional (one forward pass per example for the pruned and the full
+    model alike)."""
+    step_size, tables, _ = stored_tables(path)
+    levels = [round(step_size * i, 6) for i in range(1, 8)]
+    total = sum(examples.values())
+    fractions = []
+    for name in [n for n in tables if n.partition("_")[0] in ("grid", "nested", "climb")]:
+        for step, sizes in tables[name].items():
+            work = total   # the full model, once
+            for level in levels:
+                reached = {case for g, cases in groups.items() if sizes[g] >= 1.0 - 1e-9 or level >= 1 - sizes[g] - 1e-9
+                           for case in cases}
+                work += sum(examples[c] for c in reached)
+            fractions.append(work / (total * (len(levels) + 2)))
+    return {"summary": path, "examples": examples, "checkpoints_x_seeds": len(fractions),
+            "mean_fraction": round(sum(fractions) / len(fractions), 4), "min_fraction": round(min(fractions), 4),
+            "max_fraction": round(max(fractions), 4)}
+
+
 def measure_timing(args: argparse.Namespace, run_dir: Path, prune_train, eval_sets, groups, collate,
                    sparsities: list[float]) -> dict:
     """Per checkpoint and strategy: the search with early stopping, then its masks re-scored with and without it.
@@ -380,6 +404,10 @@ def main() -> None:
             names = stored_tables(path)[1]
             verdicts += [judge(path, cheap, resamples=args.bootstrap, timing=timing)
                          for cheap in ("nested", "climb") if seed_runs(names, cheap)]
+        ood = [f"ood{i}" for i in range(7)]
+        work = [evaluation_work(path, {"id": args.id_size, **dict.fromkeys(ood, args.eval_ood_size or args.ood_size)},
+                                {"ID": ["id"], "OOD": ood, "mixed": ["id", *ood]}) for path in args.criterion]
+        verdicts.append({"evaluation_work": work})
         atomic_write_text(Path(args.output), json.dumps(verdicts, indent=1) + "\n")
         print(json.dumps(verdicts, indent=1))
         return

@@ -1,7 +1,8 @@
 """Judging the subnetworks a search found: exact early stopping over the levels, per seed and group.
 
 The effective size is ``1 - (the largest faithful sparsity)``, so each group (ID, OOD, mixed) needs its levels only
-from the sparsest down to its first faithful one (`effective_sizes_by_scan`). A (level, evaluation set) accuracy is
+from the sparsest down to its first faithful one, and a level only until the sets still missing cannot change its
+verdict (`effective_sizes_by_scan`; smallest sets first). A (level, evaluation set) accuracy is
 computed at most once per seed and shared by every group that contains the set; the full model's logits are computed
 once per checkpoint (`full_model_cache`) and reused by every subnetwork. `early_stopping=False` evaluates every
 level on every set first, then scores the same way: the reference the early-stopped answer must equal.
@@ -47,6 +48,8 @@ def evaluate_levels(prunable: PrunableModel, eval_sets: Mapping[str, Any],
     """Effective size per group and seed of the subnetworks `masks[seed][level]`."""
     started = time.perf_counter()
     result = LevelEvaluation(per_seed={group: {} for group in groups})
+    # cheapest sets first: a level is often decided before its largest set is needed
+    costs = {name: float(len(data)) if hasattr(data, "__len__") else 0.0 for name, data in eval_sets.items()}
     for seed, by_level in masks.items():
         evaluations: dict[float, dict[str, dict[str, float]]] = {}
 
@@ -61,7 +64,8 @@ def evaluate_levels(prunable: PrunableModel, eval_sets: Mapping[str, Any],
         if not early_stopping:
             for level in levels:
                 table[level] = evaluate(level, list(eval_sets))
-        sizes, table = effective_sizes_by_scan(full_accuracy, levels, groups, evaluate, margin=margin, table=table)
+        sizes, table = effective_sizes_by_scan(full_accuracy, levels, groups, evaluate, margin=margin, table=table,
+                                               costs=costs)
         for group, size in sizes.items():
             result.per_seed[group][seed] = size
         ordered = sorted(table)

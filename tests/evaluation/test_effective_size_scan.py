@@ -63,6 +63,26 @@ def test_without_the_mixed_group_the_scan_skips_levels_below_each_groups_first_f
     assert set(table) == {0.7, 0.5}
 
 
+def test_a_level_is_decided_as_soon_as_the_missing_sets_cannot_change_it():
+    full = {"big": 1.0, "s1": 0.5, "s2": 0.5, "s3": 0.5}            # mean 0.625, threshold 0.5 at margin 0.125
+    table = {0.6: {"big": 1.0, "s1": 0.0, "s2": 0.0, "s3": 0.0},    # mean 0.25: unfaithful
+             0.4: {"big": 0.0, "s1": 1.0, "s2": 1.0, "s3": 1.0},    # mean 0.75: faithful
+             0.2: {"big": 1.0, "s1": 1.0, "s2": 1.0, "s3": 1.0}}
+    evaluate = Recorder(table)
+    sizes, _ = effective_sizes_by_scan(full, [0.2, 0.4, 0.6], {"all": list(full)}, evaluate, margin=0.125,
+                                       costs={"big": 500, "s1": 64, "s2": 64, "s3": 64})
+    assert sizes == {"all": effective_size(full, table, margin=0.125)} == {"all": pytest.approx(0.6)}
+    # Smallest sets first. 0.6: after s1 = s2 = 0 the mean could still reach (0 + 0 + 1 + 1) / 4 = 0.5, exactly the
+    # threshold (a tie is left to the exact arithmetic), so s3 runs; then it is at most 0.25: unfaithful, and the
+    # big set is never evaluated. 0.4: after s1 = s2 = s3 = 1 the mean is at least 0.75: faithful without "big".
+    assert evaluate.asked == [(0.6, "s1"), (0.6, "s2"), (0.6, "s3"), (0.4, "s1"), (0.4, "s2"), (0.4, "s3")]
+
+
+def test_accuracies_outside_zero_one_are_refused():
+    with pytest.raises(EffectiveSizeError, match=r"accuracies are fractions in \[0, 1\]"):
+        effective_sizes_by_scan(FULL, LEVELS, {"ID": ["id"]}, lambda level, cases: {"id": 87.5})
+
+
 def test_nothing_faithful_scans_everything_and_gives_one():
     table = {level: {"id": 0.0, "o1": 0.0, "o2": 0.0} for level in LEVELS}
     evaluate = Recorder(table)
