@@ -340,7 +340,7 @@ def evaluation_work(path: str, examples: dict[str, int], groups: dict[str, list[
     total = sum(examples.values())
     fractions = []
     for name in [n for n in tables if n.partition("_")[0] in ("grid", "nested", "climb")]:
-        for step, sizes in tables[name].items():
+        for sizes in tables[name].values():
             work = total   # the full model, once
             for level in levels:
                 reached = {case for g, cases in groups.items() if sizes[g] >= 1.0 - 1e-9 or level >= 1 - sizes[g] - 1e-9
