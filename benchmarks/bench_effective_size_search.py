@@ -12,6 +12,15 @@ The strategies can run in separate processes sharing one --workdir (e.g. `--stra
 `--strategies climb,nested` side by side on two cores); `--summarize` then only reads the results files.
 `--rescore-into DIR --eval-ood-size N` judges the subnetworks already found on a larger OOD evaluation set, without
 pruning again (the results files store every mask).
+
+The criterion (`--criterion SUMMARY.json ...`, no computation: it reads summaries written by `--summarize`): a cheap
+strategy passes when (1) its disagreement with the grid -- the mean absolute effective-size difference over
+checkpoints and groups, in grid steps, averaged over every (cheap seed, grid seed) pair -- is no larger than the
+grid's disagreement with itself across pruning seeds (every pair of distinct grid seeds), with a bootstrap interval
+over checkpoints; (2) it uses <= 0.10 of the grid's pruning steps; (3) <= 0.20 of its wall time, evaluation included
+(from `--timing`). `--timing` runs the strategies on the first `--max-checkpoints` checkpoints with early stopping,
+then re-scores the same masks with and without it: evaluation seconds per checkpoint before / after, and whether
+the effective sizes are identical.
 """
 
 from __future__ import annotations
@@ -74,6 +83,15 @@ def parse() -> argparse.Namespace:
                         help="no pruning: evaluate the masks stored in --workdir's results files on the current "
                              "evaluation sets and write same-named results files into this folder (pruning costs "
                              "carried over); --rescore-names picks the files")
+    parser.add_argument("--criterion", nargs="+", default=None, metavar="SUMMARY",
+                        help="only judge the stored summaries (see the module docstring); --timing-file adds the "
+                             "measured wall times")
+    parser.add_argument("--timing", action="store_true", help="measure evaluation time with and without early "
+                        "stopping, and each strategy's wall time, on --max-checkpoints checkpoints")
+    parser.add_argument("--timing-strategies", default="nested,grid")
+    parser.add_argument("--timing-file", default=None, help="--timing's output, read by --criterion")
+    parser.add_argument("--max-checkpoints", type=int, default=3)
+    parser.add_argument("--bootstrap", type=int, default=5000, help="bootstrap resamples of the checkpoints")
     parser.add_argument("--rescore-names", default=None,
                         help="results files to rescore, e.g. grid,grid_seed1 (default: all in --workdir)")
     return parser.parse_args()
@@ -228,8 +246,171 @@ def write_summary(args: argparse.Namespace, workdir: Path, step_size: float) -> 
     return summary
 
 
+# ------------------------------------------------------------------------------------------ the honest criterion
+def stored_tables(path: str) -> tuple[float, dict[str, dict[int, dict[str, float]]], dict[str, dict[int, float]]]:
+    """Per-seed effective sizes ``{name: {step: {group: size}}}`` and pruning costs from a `--summarize` file."""
+    data = json.loads(Path(path).read_text())
+    tables: dict[str, dict[int, dict[str, float]]] = {}
+    costs: dict[str, dict[int, float]] = {}
+    for row in data["per_checkpoint"]:
+        for key, value in row.items():
+            name, _, group = key.partition("/")
+            if not group or name.endswith("_mean"):
+                continue
+            if group == "cost":
+                costs.setdefault(name, {})[row["step"]] = value
+            else:
+                tables.setdefault(name, {}).setdefault(row["step"], {})[group] = value
+    return float(data["step_size"]), tables, costs
+
+
+def seed_runs(tables: dict, strategy: str) -> list[str]:
+    return sorted(n for n in tables if n == strategy or n.startswith(f"{strategy}_seed"))
+
+
+def mean_disagreement(a: dict, b: dict, steps: list[int], groups: list[str], step_size: float) -> float:
+    """Mean |a - b| over the (resampled) checkpoints and the groups, in grid steps."""
+    gaps = [abs(a[s][g] - b[s][g]) / step_size for s in steps for g in groups]
+    return sum(gaps) / len(gaps)
+
+
+def judge(path: str, cheap: str = "nested", reference: str = "grid", resamples: int = 5000,
+          timing: dict | None = None) -> dict:
+    """The criterion on one stored summary (see the module docstring)."""
+    import random
+    step_size, tables, costs = stored_tables(path)
+    cheap_runs, grid_runs = seed_runs(tables, cheap), seed_runs(tables, reference)
+    if len(grid_runs) < 2 or not cheap_runs:
+        raise SystemExit(f"{path}: need >= 2 {reference} seeds and >= 1 {cheap} seed, found {grid_runs}, {cheap_runs}")
+    steps = sorted(set.intersection(*(set(tables[n]) for n in cheap_runs + grid_runs)))
+    groups = sorted(tables[grid_runs[0]][steps[0]])
+    cross = [(c, g) for c in cheap_runs for g in grid_runs]
+    noise = [(a, b) for i, a in enumerate(grid_runs) for b in grid_runs[i + 1:]]
+
+    def both(sample: list[int]) -> tuple[float, float]:
+        cheap_gap = sum(mean_disagreement(tables[c], tables[g], sample, groups, step_size) for c, g in cross)
+        noise_gap = sum(mean_disagreement(tables[a], tables[b], sample, groups, step_size) for a, b in noise)
+        return cheap_gap / len(cross), noise_gap / len(noise)
+
+    point = both(steps)
+    rng = random.Random(0)
+    draws = sorted(both([rng.choice(steps) for _ in steps]) for _ in range(resamples))
+    differences = sorted(c - n for c, n in draws)
+
+    def interval(values: list[float]) -> list[float]:
+        return [round(values[int(0.025 * (len(values) - 1))], 4), round(values[int(0.975 * (len(values) - 1))], 4)]
+
+    cheap_steps = sum(costs[c][s] for c in cheap_runs for s in steps) / len(cheap_runs)
+    grid_steps = sum(costs[g][s] for g in grid_runs for s in steps) / len(grid_runs)
+    verdict = {
+        "summary": path, "cheap": cheap, "reference": reference, "cheap_seeds": cheap_runs, "grid_seeds": grid_runs,
+        "checkpoints": len(steps), "groups": groups, "step_size": step_size,
+        "cheap_vs_grid_steps": round(point[0], 4), "grid_vs_grid_steps": round(point[1], 4),
+        "cheap_vs_grid_interval": interval(sorted(c for c, _ in draws)),
+        "grid_vs_grid_interval": interval(sorted(n for _, n in draws)),
+        "difference_interval": interval(differences),
+        "per_group_steps": {g: {"cheap_vs_grid": round(sum(mean_disagreement(tables[c], tables[r], steps, [g],
+                                                                            step_size) for c, r in cross) / len(cross), 4),
+                                "grid_vs_grid": round(sum(mean_disagreement(tables[a], tables[b], steps, [g], step_size)
+                                                          for a, b in noise) / len(noise), 4)} for g in groups},
+        "agreement_passes": point[0] <= point[1],
+        "pruning_step_ratio": round(cheap_steps / grid_steps, 4),
+        "pruning_steps_pass": cheap_steps <= 0.10 * grid_steps,
+    }
+    if timing:
+        walls = timing["wall_seconds"]
+        if cheap in walls and reference in walls:
+            verdict["wall_ratio"] = round(walls[cheap] / walls[reference], 4)
+            verdict["wall_pass"] = walls[cheap] <= 0.20 * walls[reference]
+            verdict["wall_ratio_without_early_stopping"] = round(
+                timing["wall_seconds_without_early_stopping"][cheap] /
+                timing["wall_seconds_without_early_stopping"][reference], 4)
+    return verdict
+
+
+def evaluation_work(path: str, examples: dict[str, int], groups: dict[str, list[str]]) -> dict:
+    """Evaluation work per checkpoint and seed, in examples run through a model, that the stored effective sizes imply:
+    today's code (the full model twice -- once for its accuracies, once to fill the logits cache -- and every level on
+    every set) vs early stopping (the full model once, and each level on the sets of the groups whose scan reached it:
+    a group with effective size e stops at sparsity 1 - e; one with nothing faithful scans every level). Exact counts
+    from the stored tables; time is about proportional (one forward pass per example for the pruned and the full
+    model alike)."""
+    step_size, tables, _ = stored_tables(path)
+    levels = [round(step_size * i, 6) for i in range(1, 8)]
+    total = sum(examples.values())
+    fractions = []
+    for name in [n for n in tables if n.partition("_")[0] in ("grid", "nested", "climb")]:
+        for sizes in tables[name].values():
+            work = total   # the full model, once
+            for level in levels:
+                reached = {case for g, cases in groups.items() if sizes[g] >= 1.0 - 1e-9 or level >= 1 - sizes[g] - 1e-9
+                           for case in cases}
+                work += sum(examples[c] for c in reached)
+            fractions.append(work / (total * (len(levels) + 2)))
+    return {"summary": path, "examples": examples, "checkpoints_x_seeds": len(fractions),
+            "mean_fraction": round(sum(fractions) / len(fractions), 4), "min_fraction": round(min(fractions), 4),
+            "max_fraction": round(max(fractions), 4)}
+
+
+def measure_timing(args: argparse.Namespace, run_dir: Path, prune_train, eval_sets, groups, collate,
+                   sparsities: list[float]) -> dict:
+    """Per checkpoint and strategy: the search with early stopping, then its masks re-scored with and without it.
+    Evaluation seconds before/after, identical effective sizes, and the wall time with and without early stopping
+    (the search's own wall time, minus its evaluation, plus the full evaluation)."""
+    rows = []
+    steps_of = {"grid": args.grid_steps, "nested": args.nested_steps, "climb": None}
+    for step, path in find_checkpoints(run_dir)[: args.max_checkpoints]:
+        for strategy in args.timing_strategies.split(","):
+            common = {"collate_fn": collate, "sparsities": sparsities, "seeds": [0]}
+            found = search_effective_size(path, prune_train, eval_sets, groups, strategy=strategy,
+                                          steps_per_run=steps_of[strategy], early_stopping=True, **common)
+            rescored = {flag: search_effective_size(path, prune_train, eval_sets, groups, strategy=strategy,
+                                                    masks=found.masks, early_stopping=flag, collate_fn=collate)
+                        for flag in (False, True)}
+            row = {"step": step, "strategy": strategy, "pruning_steps": found.cost_steps,
+                   "wall_seconds": found.wall_seconds,
+                   "wall_seconds_without_early_stopping": found.wall_seconds - found.evaluation_seconds
+                   + rescored[False].evaluation_seconds,
+                   "evaluation_seconds_full": rescored[False].evaluation_seconds,
+                   "evaluation_seconds_early": rescored[True].evaluation_seconds,
+                   "evaluation_seconds_in_search": found.evaluation_seconds,
+                   "evaluations_full": rescored[False].evaluation_count(),
+                   "evaluations_early": rescored[True].evaluation_count(),
+                   "effective_size": found.effective_size,
+                   "identical": found.effective_size_per_seed == rescored[False].effective_size_per_seed
+                   == rescored[True].effective_size_per_seed,
+                   "converged": found.converged}
+            rows.append(row)
+            atomic_write_text(Path(args.output), json.dumps({"partial": True, "rows": rows}, indent=1) + "\n")
+            logger.info("timing step %d %s: ES %s, eval %.1f s -> %.1f s (%d -> %d evaluations), identical %s, "
+                        "wall %.0f s", step, strategy, {g: round(v, 2) for g, v in found.effective_size.items()},
+                        row["evaluation_seconds_full"], row["evaluation_seconds_early"], row["evaluations_full"],
+                        row["evaluations_early"], row["identical"], row["wall_seconds"])
+    totals = {key: {s: sum(r[key] for r in rows if r["strategy"] == s) for s in {r["strategy"] for r in rows}}
+              for key in ("wall_seconds", "wall_seconds_without_early_stopping", "evaluation_seconds_full",
+                          "evaluation_seconds_early")}
+    return {"command": vars(args), "device": "cpu", "rows": rows, **totals,
+            "evaluation_time_ratio": sum(r["evaluation_seconds_early"] for r in rows)
+            / max(sum(r["evaluation_seconds_full"] for r in rows), 1e-9),
+            "all_identical": all(r["identical"] for r in rows)}
+
+
 def main() -> None:
     args = parse()
+    if args.criterion:
+        timing = json.loads(Path(args.timing_file).read_text()) if args.timing_file else None
+        verdicts = []
+        for path in args.criterion:
+            names = stored_tables(path)[1]
+            verdicts += [judge(path, cheap, resamples=args.bootstrap, timing=timing)
+                         for cheap in ("nested", "climb") if seed_runs(names, cheap)]
+        ood = [f"ood{i}" for i in range(7)]
+        work = [evaluation_work(path, {"id": args.id_size, **dict.fromkeys(ood, args.eval_ood_size or args.ood_size)},
+                                {"ID": ["id"], "OOD": ood, "mixed": ["id", *ood]}) for path in args.criterion]
+        verdicts.append({"evaluation_work": work})
+        atomic_write_text(Path(args.output), json.dumps(verdicts, indent=1) + "\n")
+        print(json.dumps(verdicts, indent=1))
+        return
     logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO)
     for noisy in ("transformers", "datasets", "hf_heuristic_core.search"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
@@ -263,6 +444,11 @@ def main() -> None:
               "show_progress": False, "figure": True, "climb": climb}
     per_strategy = {"grid": {"steps_per_run": args.grid_steps}, "nested": {"steps_per_run": args.nested_steps},
                     "climb": {"pruning_overrides": json.loads(args.climb_overrides)}}
+    if args.timing:
+        timing = measure_timing(args, run_dir, prune_train, eval_sets, groups, common["collate_fn"], sparsities)
+        atomic_write_text(Path(args.output), json.dumps(timing, indent=1) + "\n")
+        print(json.dumps({k: v for k, v in timing.items() if k not in ("rows", "command")}, indent=1))
+        return
     if args.rescore_into:
         rescore(args, workdir, Path(args.rescore_into), prune_train, eval_sets, groups, common["collate_fn"])
         summary = write_summary(args, Path(args.rescore_into), step_size)

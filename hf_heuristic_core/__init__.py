@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "PrunableModel": "model",
     "analyze": "analysis.report",
     **dict.fromkeys(["ClimbSchedule", "EffectiveSizeSearch", "search_effective_size"], "search.run"),
+    "SearchSettings": "search.settings",
     **dict.fromkeys(["EffectiveSizeResults", "track_effective_size"], "search.tracking"),
     "PruningTrainer": "training.trainer",
     "TeacherCache": "training.teacher",
@@ -99,6 +100,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .relaxations.hard_concrete import HardConcrete
     from .search.callback import EffectiveSizeCallback
     from .search.run import ClimbSchedule, EffectiveSizeSearch, search_effective_size
+    from .search.settings import SearchSettings
     from .search.tracking import EffectiveSizeResults, track_effective_size
     from .training.losses import kl_to_teacher
     from .training.teacher import TeacherCache

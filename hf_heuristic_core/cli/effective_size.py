@@ -4,8 +4,11 @@
 
 Evaluation and training data are local files / folders, Hub dataset ids, or ``generated`` (`generate_nli`, offline).
 OOD sets with HANS-style ``subcase`` columns are split into one case per subcase. Groups: ID (the --id_eval sets),
-OOD (the --ood_eval sets) and mixed (all of them, when both are given). Resumable: checkpoints already in the
-results file are skipped. Writes ``effective_size.json`` and ``effective_size.png`` / ``.pdf`` into OUTPUT_DIR.
+OOD (the --ood_eval sets) and mixed (all of them, when both are given). Resumable: results are stored per checkpoint
+(atomically), so a run that was interrupted, even killed, computes only the checkpoints not yet in the results file
+when started again with the same flags; there is nothing to pass. `--seeds 0,1,2` repeats each search per pruning
+seed and reports the mean ± half the min-max range. Writes ``effective_size.json`` and ``effective_size.png`` /
+``.pdf`` into OUTPUT_DIR.
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ class EffectiveSizeArguments:
     max_checkpoints: int | None = field(default=None, metadata={"help": "Compute at most this many this time."})
     results_file: str | None = field(default=None, metadata={"help": "Default: OUTPUT_DIR/effective_size.json."})
     figure: bool = field(default=True, metadata={"help": "Draw effective_size.png/.pdf (--no_figure to skip)."})
+    early_stopping: bool = field(default=True, metadata={
+        "help": "Evaluate each group's levels sparsest first and stop at its first faithful one (identical effective "
+                "sizes, fewer evaluations); --no_early_stopping evaluates every level on every set."})
     use_cpu: bool = field(default=False, metadata={"help": "Prune on the CPU even when a GPU is present."})
 
 
@@ -146,7 +152,7 @@ def run_effective_size(arguments: EffectiveSizeArguments):
         results_file=arguments.results_file, max_checkpoints=arguments.max_checkpoints, figure=arguments.figure,
         pruning_overrides=overrides, collate_fn=DataCollatorWithPadding(tokenizer),
         means_examples=arguments.means_examples, eval_batch_size=arguments.eval_batch_size,
-        entailment_id=arguments.entailment_id)
+        entailment_id=arguments.entailment_id, early_stopping=arguments.early_stopping)
 
 
 # ------------------------------------------------------------------ helpers

@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 import numbers
 import statistics
-from typing import Any, Hashable, Iterable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 from ..errors import PruningError
 from ..relaxations.binarize import check_sparsity
 
-__all__ = ["EffectiveSizeError", "effective_size", "effective_size_per_seed"]
+__all__ = ["EffectiveSizeError", "effective_size", "effective_size_per_seed", "effective_sizes_by_scan"]
 
 
 class EffectiveSizeError(PruningError, ValueError):
@@ -123,6 +123,76 @@ def effective_size(
         if mean > threshold and (best is None or s > best):
             best = s
     return 1.0 if best is None else 1.0 - best
+
+
+# A bound decides a level only when it clears the threshold by more than float rounding could ever move a mean of
+# accuracies in [0, 1]; closer calls are settled by evaluating every set, with the definition's own arithmetic.
+_BOUND_SLACK = 1e-9
+
+
+def effective_sizes_by_scan(
+    full_accuracy: Mapping[Hashable, float],
+    levels: Iterable[float],
+    groups: Mapping[str, Sequence[Hashable]],
+    evaluate: Callable[[float, list[Hashable]], Mapping[Hashable, float]],
+    margin: float = 0.03,
+    table: dict[float, dict[Hashable, float]] | None = None,
+    costs: Mapping[Hashable, float] | None = None,
+) -> tuple[dict[str, float], dict[float, dict[Hashable, float]]]:
+    """`effective_size` of every group, asking `evaluate(level, [case])` only for the accuracies the answer needs.
+
+    Per group, the levels are scanned from the sparsest down and the scan stops at the first faithful one: that is
+    the largest faithful sparsity, so the answer equals `effective_size` on the full table, monotone or not (levels
+    below it cannot change a maximum). Within a level, the group's missing sets are evaluated cheapest first
+    (`costs`, e.g. examples per set; default: as listed), and the level is decided as soon as the sets still missing
+    cannot change the verdict: accuracies lie in [0, 1], so the mean is at least (known sum) / n and at most
+    (known sum + missing count) / n. Accuracies are cached in `table` (``{level: {case: accuracy}}``, also returned),
+    so groups that share evaluation sets (ID and OOD inside mixed) share their evaluations. Pass a pre-filled `table`
+    to score a full evaluation the same way. When every set of a group is known, the arithmetic (threshold,
+    unweighted mean over the group's cases in order, strict ``>``) is `effective_size`'s own.
+    """
+    margin = _check_margin(margin)
+    ordered = sorted({_check_sparsity(level) for level in levels}, reverse=True)
+    if not ordered:
+        raise EffectiveSizeError("levels is empty; pass at least one sparsity, e.g. [0.1, 0.2, ..., 0.7]")
+    if not isinstance(groups, Mapping) or not groups:
+        raise EffectiveSizeError("groups is empty; pass {group: [case, ...]}, e.g. {'ID': ['validation_matched']}")
+    cost = (lambda case: 0.0) if costs is None else (lambda case: float(costs.get(case, 0.0)))
+    table = {} if table is None else table
+    sizes: dict[str, float] = {}
+    for group, cases in groups.items():
+        selected = _resolve_cases(full_accuracy, cases)
+        threshold = _mean_accuracy(full_accuracy, selected, "full_accuracy") - margin
+        sizes[group] = 1.0
+        for level in ordered:
+            row = table.setdefault(level, {})
+            if _faithful(row, selected, threshold, level, evaluate, cost):
+                sizes[group] = 1.0 - level
+                break
+    return sizes, table
+
+
+def _faithful(row: dict[Hashable, float], selected: list[Hashable], threshold: float, level: float,
+              evaluate: Callable[[float, list[Hashable]], Mapping[Hashable, float]],
+              cost: Callable[[Hashable], float]) -> bool:
+    """Whether `level` is faithful on `selected`, evaluating missing sets (into `row`) only until it is decided."""
+    count = len(selected)
+    for case in sorted((c for c in selected if c not in row), key=cost):
+        known = math.fsum(row[c] for c in selected if c in row)
+        missing = sum(1 for c in selected if c not in row)
+        if known / count > threshold + _BOUND_SLACK:                    # faithful even if the rest scored 0
+            return True
+        if (known + missing) / count < threshold - _BOUND_SLACK:        # unfaithful even if the rest scored 1
+            return False
+        found = evaluate(level, [case])
+        if case not in found:
+            raise EffectiveSizeError(f"evaluate({level!r}, ...) returned no accuracy for case {case!r}")
+        value = _accuracy(found[case], f"accuracy of sparsity {level!r} on {case!r}")
+        if not 0.0 <= value <= 1.0:
+            raise EffectiveSizeError(f"accuracy of sparsity {level!r} on {case!r} is {value!r}; accuracies are "
+                                     "fractions in [0, 1]")
+        row[case] = value
+    return _mean_accuracy(row, selected, f"pruned_accuracy[{level!r}]") > threshold   # every set known
 
 
 def effective_size_per_seed(

@@ -25,7 +25,9 @@ from torch import nn
 from transformers import TrainerCallback
 
 from ..evaluation.effective_size import EffectiveSizeError
-from .run import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, ClimbSchedule, check_groups, search_effective_size
+from .climb import ClimbSchedule
+from .run import search_effective_size
+from .settings import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, check_groups
 from .tracking import RESULTS_NAME, EffectiveSizeResults, model_signature, search_settings
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,8 @@ class EffectiveSizeCallback(TrainerCallback):
                  deferred: bool = False, results_file: str | os.PathLike | None = None, trainer: Any = None,
                  strategy: str = DEFAULT_STRATEGY, sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                  seeds: Iterable[int] = (0,), steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
-                 margin: float = 0.03, figure: bool = True, **search_kwargs: Any) -> None:
+                 margin: float = 0.03, figure: bool = True, early_stopping: bool = True,
+                 **search_kwargs: Any) -> None:
         if every_n_steps is not None and (isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int)
                                           or every_n_steps < 1):
             raise EffectiveSizeError(f"every_n_steps must be a positive integer or None (= on each save), got "
@@ -107,8 +110,9 @@ class EffectiveSizeCallback(TrainerCallback):
                                          "tokenized train_dataset (for the means), or deferred=True.")
             groups = check_groups(groups, eval_sets)
             self.settings = search_settings(strategy, sparsities, seeds, groups, margin, steps_per_run, climb,
-                                            cases=eval_sets)
-        self.search_kwargs = {"strategy": strategy, "steps_per_run": steps_per_run, "climb": climb, **search_kwargs}
+                                            cases=eval_sets, early_stopping=early_stopping)
+        self.search_kwargs = {"strategy": strategy, "steps_per_run": steps_per_run, "climb": climb,
+                              "early_stopping": early_stopping, **search_kwargs}
         self.results: EffectiveSizeResults | None = None
         self._pending_logs: dict[str, float] = {}
 
@@ -192,6 +196,9 @@ class EffectiveSizeCallback(TrainerCallback):
             except ImportError as err:  # matplotlib is the optional `plot` extra
                 logger.warning("no effective-size figure: %s", err)
         metrics = {f"effective_size/{g}": v for g, v in search.effective_size.items()}
+        if len(search.seeds) > 1:   # the band across pruning seeds
+            for group, (low, high) in search.effective_size_range().items():
+                metrics[f"effective_size_min/{group}"], metrics[f"effective_size_max/{group}"] = low, high
         metrics.update({f"full_accuracy/{g}": v for g, v in search.group_full_accuracy().items()})
         metrics["effective_size/pruning_steps"] = float(search.cost_steps)
         logger.info("step %d: %s", state.global_step, metrics)

@@ -19,8 +19,10 @@ from tqdm.auto import tqdm
 
 from ..evaluation.effective_size import EffectiveSizeError
 from ..io_utils import atomic_write_text
-from .run import (DEFAULT_SPARSITIES, DEFAULT_STEPS, DEFAULT_STRATEGY, SEARCH_STRATEGIES, ClimbSchedule,
-                     EffectiveSizeSearch, check_groups, check_seeds, check_sparsities, search_effective_size)
+from .climb import ClimbSchedule
+from .result import EffectiveSizeSearch
+from .run import search_effective_size
+from .settings import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, SearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +65,12 @@ def _describe(signature: Mapping[str, Any]) -> str:
 def search_settings(strategy: str = DEFAULT_STRATEGY, sparsities: Iterable[float] = DEFAULT_SPARSITIES,
                     seeds: Iterable[int] = (0,), groups: Mapping[str, Sequence[str]] | None = None,
                     margin: float = 0.03, steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
-                    cases: Iterable[str] | None = None) -> dict[str, Any]:
-    """The settings block of the results file (validated)."""
-    if strategy not in SEARCH_STRATEGIES:
-        raise EffectiveSizeError(f"strategy must be one of {SEARCH_STRATEGIES}, got {strategy!r}")
-    settings: dict[str, Any] = {"strategy": strategy, "sparsities": check_sparsities(sparsities),
-                                "seeds": check_seeds(seeds), "groups": check_groups(groups, cases or []),
-                                "margin": float(margin)}
-    if strategy in DEFAULT_STEPS:
-        settings["steps_per_run"] = int(steps_per_run if steps_per_run is not None else DEFAULT_STEPS[strategy])
-    else:
-        settings["climb"] = vars(climb or ClimbSchedule()).copy()
-    return settings
+                    cases: Iterable[str] | None = None, early_stopping: bool = True) -> dict[str, Any]:
+    """The settings block of the results file (validated by `SearchSettings`)."""
+    settings = SearchSettings(strategy=strategy, sparsities=sparsities, seeds=seeds, groups=groups, margin=margin,
+                              steps_per_run=steps_per_run, climb=climb or ClimbSchedule(),
+                              early_stopping=early_stopping)
+    return settings.resolve(cases or []).block()
 
 
 class EffectiveSizeResults:
@@ -179,6 +175,26 @@ class EffectiveSizeResults:
                                  "full_accuracy": full.get(group)})
         return rows
 
+    def bands(self) -> dict[str, dict[str, list]]:
+        """Per group, over the done checkpoints in step order: the mean over pruning seeds and the min-max band,
+        ``{group: {"step": [...], "mean": [...], "min": [...], "max": [...], "seeds": [...]}}`` (the figure draws the
+        mean as a line and fills between min and max; with one seed the band is the line)."""
+        bands: dict[str, dict[str, list]] = {}
+        for step, entry in sorted(self.entries.items()):
+            if entry.get("status") != "done":
+                continue
+            for group, per_seed in entry.get("effective_size_per_seed", {}).items():
+                values = list(per_seed.values())
+                if not values:
+                    continue
+                band = bands.setdefault(group, {"step": [], "mean": [], "min": [], "max": [], "seeds": []})
+                band["step"].append(step)
+                band["mean"].append(math.fsum(values) / len(values))
+                band["min"].append(min(values))
+                band["max"].append(max(values))
+                band["seeds"].append(len(values))
+        return bands
+
     def plot(self, path: str | os.PathLike | None = None) -> list[Path]:
         """Effective size and full-model accuracy vs step, per group: PNG + PDF next to the results file, named
         after it (``effective_size.json`` -> ``effective_size.png`` / ``.pdf``)."""
@@ -212,7 +228,7 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
                          steps_per_run: int | None = None, climb: ClimbSchedule | None = None, margin: float = 0.03,
                          results_file: str | os.PathLike | None = None, max_checkpoints: int | None = None,
                          figure: bool = True, show_progress: bool = True, model_class: Any = None,
-                         **search_kwargs: Any) -> EffectiveSizeResults:
+                         early_stopping: bool = True, **search_kwargs: Any) -> EffectiveSizeResults:
     """Compute the effective size of every `checkpoint-*` folder in `output_dir` not yet in the results file.
 
     Checkpoints are processed in step order; after each one the JSON is rewritten (atomically) and the figure
@@ -236,7 +252,8 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
                                  "run's output_dir.")
     if max_checkpoints is not None and (not isinstance(max_checkpoints, int) or max_checkpoints < 0):
         raise EffectiveSizeError(f"max_checkpoints must be an integer >= 0, got {max_checkpoints!r}")
-    settings = search_settings(strategy, sparsities, seeds, groups, margin, steps_per_run, climb, cases=eval_sets)
+    settings = search_settings(strategy, sparsities, seeds, groups, margin, steps_per_run, climb, cases=eval_sets,
+                               early_stopping=early_stopping)
     results.adopt_settings(settings)
 
     reference = results.reference_signature()
@@ -262,7 +279,7 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
         search = search_effective_size(path, train_dataset, eval_sets, settings["groups"], strategy=strategy,
                                        sparsities=settings["sparsities"], seeds=settings["seeds"],
                                        steps_per_run=steps_per_run, climb=climb, margin=margin,
-                                       model_class=model_class, **search_kwargs)
+                                       model_class=model_class, early_stopping=early_stopping, **search_kwargs)
         results.record(step, path, search, signatures[step])
         results.save()
         logger.info("step %d: effective size %s (%d pruning steps)", step,
@@ -282,16 +299,27 @@ def _plot(results: EffectiveSizeResults) -> None:
 
 
 def summary_table(results: EffectiveSizeResults) -> str:
-    """Plain-text table of effective size (mean over seeds) and full-model accuracy per group and step."""
+    """Plain-text table per step: each group's effective size as the mean over pruning seeds ± half its min-max range
+    (with one seed, the value alone), the group's full-model accuracy, and the pruning steps spent."""
     groups = list((results.settings or {}).get("groups") or {})
-    header = ["step"] + [f"{g} size" for g in groups] + [f"{g} full acc" for g in groups] + ["pruning steps"]
-    lines = ["  ".join(f"{h:>12}" for h in header)]
+    seeds = len((results.settings or {}).get("seeds") or [0])
+    width = 15 if seeds > 1 else 12
+    header = [f"{'step':>12}"] + [f"{g + ' size':>{width}}" for g in groups] + \
+        [f"{g + ' full acc':>12}" for g in groups] + [f"{'pruning steps':>12}"]
+    lines = ["  ".join(header)]
     for step, entry in sorted(results.entries.items()):
         if entry.get("status") != "done":
             lines.append(f"{step:>12}  (pending)")
             continue
-        sizes = [entry["effective_size"].get(g, math.nan) for g in groups]
-        full = [entry.get("full_accuracy_by_group", {}).get(g, math.nan) for g in groups]
-        cells = [f"{step:>12}"] + [f"{v:>12.3f}" for v in sizes + full] + [f"{entry.get('cost_steps', 0):>12}"]
+        cells = [f"{step:>12}"]
+        for group in groups:
+            values = list(entry.get("effective_size_per_seed", {}).get(group, {}).values())
+            mean = entry["effective_size"].get(group, math.nan)
+            text = f"{mean:.3f}" if len(values) < 2 else f"{mean:.3f} ± {(max(values) - min(values)) / 2:.3f}"
+            cells.append(f"{text:>{width}}")
+        cells += [f"{entry.get('full_accuracy_by_group', {}).get(g, math.nan):>12.3f}" for g in groups]
+        cells.append(f"{entry.get('cost_steps', 0):>12}")
         lines.append("  ".join(cells))
+    if seeds > 1:
+        lines.append(f"size: mean over {seeds} pruning seeds ± half the min-max range")
     return "\n".join(lines)

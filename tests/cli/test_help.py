@@ -43,8 +43,13 @@ def test_prune_help_lists_accepted_flags_and_help_all_lists_them_all():
 def test_search_package_names_match_search_run():
     from hf_heuristic_core import search
     from hf_heuristic_core.search import run
-    assert sorted(search.__all__) == sorted(run.__all__)
+    from hf_heuristic_core.search import defaults, strategies
+    assert sorted(search.__all__) == sorted([*run.__all__, "STRATEGIES", "SearchStrategy", "get_strategy",
+                                             "register_strategy"])
     assert search.ClimbSchedule is run.ClimbSchedule and search.DEFAULT_STRATEGY == "nested"
+    assert search.STRATEGIES is strategies.STRATEGIES
+    # The torch-free copies the CLI help reads are the registry's.
+    assert defaults.SEARCH_STRATEGIES == run.SEARCH_STRATEGIES and defaults.DEFAULT_STEPS == run.DEFAULT_STEPS
 
 
 @pytest.mark.parametrize("command", [[], ["prune"], ["study"], ["effective-size"], ["analyze"]])

@@ -55,7 +55,7 @@ def test_climb_snapshots_prune_exactly_each_level_and_cost_is_the_run_length(dat
 def test_grid_runs_every_sparsity_and_seed_and_sums_their_steps(data):
     result = search_effective_size(tiny_bert(), data["train"], {"a": data["a"], "b": data["b"]},
                                    {"A": ["a"], "both": ["a", "b"]}, strategy="grid", sparsities=[0.2, 0.4],
-                                   seeds=[0, 1], steps_per_run=3, pruning_overrides=FAST)
+                                   seeds=[0, 1], steps_per_run=3, pruning_overrides=FAST, early_stopping=False)
     assert [(r["seed"], r["sparsity"], r["steps"]) for r in result.runs] == [
         (0, 0.2, 3), (0, 0.4, 3), (1, 0.2, 3), (1, 0.4, 3)]
     assert result.cost_steps == 12
@@ -86,12 +86,20 @@ def test_nested_is_one_run_whose_final_ranking_gives_every_level(data):
 
 def test_levels_that_prune_no_unit_cost_nothing(data):
     result = search_effective_size(tiny_bert(), data["train"], {"a": data["a"]}, strategy="grid",
-                                   sparsities=[0.0, 0.04], steps_per_run=3, pruning_overrides=FAST)
+                                   sparsities=[0.0, 0.04], steps_per_run=3, pruning_overrides=FAST,
+                                   early_stopping=False)
     assert result.cost_steps == 0 and result.runs == []
+    assert result.converged == {0: {0.0: None, 0.04: None}}   # no run, no verdict
     for level in (0.0, 0.04):
         assert pruned_units(result.masks[0][level]) == 0
         assert result.pruned_accuracy[0][level]["a"] == result.full_accuracy["a"]
     assert result.effective_size["all"] == pytest.approx(1 - 0.04)
+    # Early stopping: the sparsest level (all kept at 10 units) is faithful, so 0.0 is never evaluated.
+    early = search_effective_size(tiny_bert(), data["train"], {"a": data["a"]}, strategy="grid",
+                                  sparsities=[0.0, 0.04], steps_per_run=3, pruning_overrides=FAST)
+    assert early.evaluated == {0: {0.04: ["a"]}} and set(early.masks[0]) == {0.0, 0.04}
+    assert early.pruned_accuracy == {0: {0.04: {"a": result.full_accuracy["a"]}}}
+    assert early.effective_size == result.effective_size
 
 
 def test_the_callers_model_is_left_as_it_was(data):
@@ -228,10 +236,10 @@ def test_search_rejects_bad_input_before_any_work(data):
 def test_known_masks_are_rescored_without_pruning_and_reproduce_the_search(data):
     model = tiny_bert()
     found = search_effective_size(model, data["train"], {"a": data["a"]}, strategy="grid", sparsities=[0.2, 0.5],
-                                  seeds=[0, 1], steps_per_run=3, pruning_overrides=FAST)
+                                  seeds=[0, 1], steps_per_run=3, pruning_overrides=FAST, early_stopping=False)
     stored = json.loads(json.dumps(found.to_dict()))["masks"]      # string keys, as in a results file
     again = search_effective_size(model, data["train"], {"a": data["a"], "b": data["b"]},
-                                  {"A": ["a"], "B": ["b"]}, strategy="grid", masks=stored)
+                                  {"A": ["a"], "B": ["b"]}, strategy="grid", masks=stored, early_stopping=False)
     assert again.cost_steps == 0 and again.runs == []
     assert again.seeds == [0, 1] and again.sparsities == [0.2, 0.5]
     for seed in (0, 1):
@@ -310,7 +318,7 @@ def test_nested_search_on_fine_tuned_minilm_finds_faithful_subnetworks(finetuned
     groups = {"ID": ["id"], "OOD": [n for n in evals if n != "id"]}
     result = search_effective_size(str(finetuned_minilm), train, evals, groups, strategy="nested",
                                    sparsities=[0.1, 0.5], steps_per_run=100, collate_fn=collator,
-                                   means_examples=128, eval_batch_size=64)
+                                   means_examples=128, eval_batch_size=64, early_stopping=False)
     assert result.cost_steps == 100
     assert result.full_accuracy["id"] > 0.9
     assert result.evaluations[0][0.1]["id"]["agreement"] > 0.95
