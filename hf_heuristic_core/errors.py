@@ -21,3 +21,7 @@ class ArtifactError(PruningError, ValueError):
 
 class MissingMeansError(PruningError, RuntimeError):
     """Mean ablation was requested but no mean activations were computed."""
+
+
+class ExportError(PruningError, ValueError):
+    """A subnetwork cannot be exported as a slim model (non-binary masks, resample ablation, wrong folder)."""
