@@ -15,8 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["ARCHITECTURES", "ATTENTION_OUTPUT_SUFFIXES", "ArchitectureMap", "MLP_OUTPUT_SUFFIXES", "SlimMap",
-           "slim_model_types", "supported_model_types"]
+__all__ = [
+    "ARCHITECTURES",
+    "ATTENTION_OUTPUT_SUFFIXES",
+    "MLP_OUTPUT_SUFFIXES",
+    "ArchitectureMap",
+    "SlimMap",
+    "slim_model_types",
+    "supported_model_types",
+]
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,7 @@ class ArchitectureMap:
     mlp: tuple[str, ...] = ()
     heads_config: tuple[str, ...] = ()
     layers_config: tuple[str, ...] = ()
-    decoder: "ArchitectureMap | None" = None
+    decoder: ArchitectureMap | None = None
     cross_attention_output: str | None = None
     cross_attention: str | None = None
     slim: SlimMap | None = None

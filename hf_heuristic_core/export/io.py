@@ -47,9 +47,9 @@ def slim_card_text(model: nn.Module) -> str:
         "---", "library_name: transformers", "tags:", "- pruning", "- heuristic-core", "- slim",
         *([f"base_model: {base}"] if base != "unknown" and not os.path.isabs(base) else []), "---", "",
         f"# Slim subnetwork of `{base}`", "",
-        "Pruned attention heads and MLP blocks physically removed with hf_heuristic_core; the ablated units' "
-        f"{'mean activations are' if info['ablation'] == 'mean' else 'zero outputs are'} folded into biases, so the "
-        "outputs equal those of the hooked subnetwork (to float rounding).", "",
+        ("Pruned attention heads and MLP blocks physically removed with hf_heuristic_core; the ablated units' "
+         f"{'mean activations are' if info['ablation'] == 'mean' else 'zero outputs are'} folded into biases, so the "
+         "outputs equal those of the hooked subnetwork (to float rounding)."), "",
         "| field | value |", "|---|---|",
         f"| model class | {cls} ({info['model_type']}) |",
         f"| parameters | {params['slim']:,} of {params['original']:,} ({params['slim'] / params['original']:.1%}) |",

@@ -49,7 +49,7 @@ class LayerLayout:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LayerLayout":
+    def from_dict(cls, data: dict[str, Any]) -> LayerLayout:
         return cls(query_slots=tuple(data["query_slots"]), kv_slots=tuple(data["kv_slots"]),
                    kept_heads=tuple(data["kept_heads"]), keep_mlp=bool(data["keep_mlp"]),
                    intermediate=int(data["intermediate"]), added_biases=tuple(data.get("added_biases", ())))

@@ -19,20 +19,25 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..ablation.modes import ABLATIONS
 from ..architectures.registry import slim_model_types
-from ..architectures.resolve import input_width, resolve_architecture, transformers_model
+from ..architectures.resolve import (
+    input_width,
+    resolve_architecture,
+    transformers_model,
+)
 from ..errors import ExportError, MissingMeansError, UnsupportedArchitectureError
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_KEY", "SLIM_FORMAT", "export_slim", "parameter_count", "rebuild_to_layout", "slim_info"]
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "parameter_count", "rebuild_to_layout", "slim_info"]
 
 SLIM_KEY = "hf_heuristic_core_slim"
 SLIM_FORMAT = "hf_heuristic_core.slim/1"
@@ -189,7 +194,7 @@ def _make_stock(model: nn.Module, layers: list[nn.Module], paths: Any, layouts: 
     try:
         with torch.device("meta"):
             stock = type(model)(config)
-    except Exception:   # the config cannot express these counts at all
+    except (ValueError, TypeError, AttributeError, RuntimeError):   # the config cannot express these counts
         return False
     ours = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
     theirs = {name: tuple(p.shape) for name, p in stock.named_parameters(remove_duplicate=False)}
