@@ -7,11 +7,19 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401
 
-from hf_heuristic_core import (ArtifactError, ExportError, MissingMeansError, PrunableModel, PruningConfig,
-                               UnsupportedArchitectureError, load_slim, read_artifact, save_slim)
+from hf_heuristic_core import (
+    ArtifactError,
+    ExportError,
+    MissingMeansError,
+    PrunableModel,
+    PruningConfig,
+    UnsupportedArchitectureError,
+    load_slim,
+    read_artifact,
+    save_slim,
+)
 from hf_heuristic_core.export.plan import plan_layer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -3,10 +3,9 @@ parameter count equals the count worked out by hand from the masks."""
 
 from __future__ import annotations
 
-import torch
 import pytest
+import torch
 import transformers
-
 from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401
 
 from hf_heuristic_core import PrunableModel, PruningConfig, load_slim, save_slim
@@ -121,7 +120,7 @@ def test_sdpa_attention_is_exact_too(model_type):
 def test_generate_with_cache_matches_hooked(model_type):
     prunable, batch = _wrapped(model_type, "mean")
     slim = prunable.export_slim()
-    kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    kwargs = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
     assert torch.equal(prunable.generate(**batch, **kwargs), slim.generate(**batch, **kwargs))
 
 
