@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 __all__ = ["ExportScriptArguments", "export_command", "run_export"]
 

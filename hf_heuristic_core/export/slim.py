@@ -134,6 +134,7 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
                           "wrapper); merge adapters first (peft_model.merge_and_unload()) and wrap that.")
     with _hooks_set_aside(hf_original):
         model = copy.deepcopy(hf_original)
+    _drop_gguf_marker(model)
     saved_grad = prunable._saved_requires_grad or {}
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(saved_grad.get(name, parameter.requires_grad))
@@ -161,6 +162,21 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     })
     model.train(hf_original.training)
     return model
+
+
+def _drop_gguf_marker(model: nn.Module) -> None:
+    """A model read from GGUF holds plain dequantized tensors but keeps a quantizer that blocks `save_pretrained`;
+    the slim copy is a plain model. Other quantizers keep packed weights that cannot be sliced: refuse them."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return
+    method = getattr(quantizer.quantization_config, "quant_method", None)
+    if str(getattr(method, "value", method)) != "gguf":
+        raise ExportError(f"Slim export cannot slice weights quantized with {method}; load the model unquantized "
+                          "(e.g. dtype=torch.float32), export, then quantize the slim model.")
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
 
 
 def _num_kv_heads(config: Any, slim: Any, num_heads: int) -> int:
