@@ -37,7 +37,9 @@ _EXPORTS: dict[str, str] = {
                      "load_paws", "load_qqp"], "data.nli"),
     **dict.fromkeys(["evaluate_subnetwork", "full_model_accuracy"], "evaluation.subnetwork"),
     **dict.fromkeys(["EffectiveSizeError", "effective_size", "effective_size_per_seed"], "evaluation.effective_size"),
-    **dict.fromkeys(["ArtifactError", "MaskShapeError", "MissingMeansError", "PruningError",
+    **dict.fromkeys(["export_slim", "load_slim", "push_slim_to_hub", "save_slim"], "export"),
+    **dict.fromkeys(["SlimMap", "slim_model_types"], "architectures.registry"),
+    **dict.fromkeys(["ArtifactError", "ExportError", "MaskShapeError", "MissingMeansError", "PruningError",
                      "UnsupportedArchitectureError"], "errors"),
     "HardConcrete": "relaxations.hard_concrete",
     "topk_binarize": "relaxations.binarize",
@@ -91,7 +93,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .config import PruningConfig
     from .data.nli import (collapse_nli_predictions, generate_nli, hans_subsets, load_hans, load_mnli, load_paws,
                            load_qqp)
-    from .errors import (ArtifactError, MaskShapeError, MissingMeansError, PruningError,
+    from .export import export_slim, load_slim, push_slim_to_hub, save_slim
+    from .architectures.registry import SlimMap, slim_model_types
+    from .errors import (ArtifactError, ExportError, MaskShapeError, MissingMeansError, PruningError,
                          UnsupportedArchitectureError)
     from .evaluation.effective_size import EffectiveSizeError, effective_size, effective_size_per_seed
     from .evaluation.subnetwork import evaluate_subnetwork, full_model_accuracy

@@ -197,6 +197,9 @@ def resolve_artifact_dir(dir_or_repo_id: str | os.PathLike, must_exist: bool = T
             return path
         if not must_exist:
             return None
+        if _is_slim_folder(path):
+            raise ArtifactError(f"{path} holds a slim model exported by hf_heuristic_core, not masks; load it with "
+                                "hf_heuristic_core.load_slim(dir).")
         raise ArtifactError(f"{path} has no {CONFIG_NAME}, so it is not a hf_heuristic_core mask artifact. Save one "
                             "with PrunableModel.save_pretrained(dir).")
     repo_id = str(dir_or_repo_id)
@@ -223,6 +226,13 @@ def resolve_artifact_dir(dir_or_repo_id: str | os.PathLike, must_exist: bool = T
         raise ArtifactError(f"Could not fetch {CONFIG_NAME} of '{repo_id}' from the Hub ({err}).") from err
     hf_hub_download(repo_id, MASKS_NAME, revision=revision, token=token, cache_dir=cache_dir)
     return Path(config_path).parent
+
+
+def _is_slim_folder(path: Path) -> bool:
+    try:
+        return "hf_heuristic_core_slim" in json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
 
 
 def _looks_like_local_path(name: str) -> bool:

@@ -29,3 +29,7 @@ class UsageError(PruningError, ValueError):
 
 class EmptyDatasetError(UsageError):
     """A dataset (or the part of it a run would use) has no rows."""
+
+
+class ExportError(PruningError, ValueError):
+    """A subnetwork cannot be exported as a slim model (non-binary masks, resample ablation, wrong folder)."""

@@ -486,6 +486,13 @@ class PrunableModel(nn.Module):
         from .artifacts import push_artifact_to_hub
         return push_artifact_to_hub(self, repo_id, **kwargs)
 
+    def export_slim(self, masks: Mapping[str, Any] | None = None, ablation: str | None = None,
+                    source: str | None = None) -> nn.Module:
+        """A plain Transformers model of the wrapped class with the pruned heads and MLP blocks physically removed
+        and their means folded into biases (see `hf_heuristic_core.export`); this model is left untouched."""
+        from .export.slim import export_slim
+        return export_slim(self, masks=masks, ablation=ablation, source=source)
+
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, pruning_config: PruningConfig | None = None,
                         masks: str | os.PathLike | None = None, model_class: Any = None,

@@ -13,10 +13,45 @@ and cross-attention heads; encoder and decoder MLP blocks), so nothing of the mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["ARCHITECTURES", "ATTENTION_OUTPUT_SUFFIXES", "ArchitectureMap", "MLP_OUTPUT_SUFFIXES",
-           "supported_model_types"]
+__all__ = [
+    "ARCHITECTURES",
+    "ATTENTION_OUTPUT_SUFFIXES",
+    "MLP_OUTPUT_SUFFIXES",
+    "ArchitectureMap",
+    "SlimMap",
+    "slim_model_types",
+    "supported_model_types",
+]
+
+
+@dataclass(frozen=True)
+class SlimMap:
+    """What slim export needs beyond the hook sites: the projections it slices and the config names it rewrites.
+
+    Paths are relative to one layer. `query`/`key`/`value` give one output row block per head (`nn.Linear`); a fused
+    `qkv` (GPT-2 `c_attn`, a `Conv1D`) holds q|k|v side by side along its output. `mlp_inputs` are the projections
+    whose outputs are the MLP's intermediate neurons (gate and up for Llama). `attention_module` holds the head-count
+    attributes the forward pass reads; `attention_attrs` maps each such attribute to what export sets it to
+    (`query_heads`, `query_width`, `kv_heads`, `group_size`). The `*_config` names are the config fields that a stock
+    checkpoint would need rewritten; `bias_flags` maps a config flag to the roles it gives biases to.
+    """
+
+    attention_module: str
+    mlp_inputs: tuple[str, ...]
+    query: str | None = None
+    key: str | None = None
+    value: str | None = None
+    qkv: str | None = None
+    kv_heads_config: str | None = None
+    heads_config: str = "num_attention_heads"
+    head_dim_config: str | None = None
+    intermediate_config: str = "intermediate_size"
+    attention_attrs: tuple[tuple[str, str], ...] = ()
+    bias_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Neurons a removed MLP block keeps as zero placeholders (GPT-2's Conv1D cannot multiply a zero-width input).
+    min_intermediate: int = 0
 
 
 @dataclass(frozen=True)
@@ -37,16 +72,28 @@ class ArchitectureMap:
     mlp: tuple[str, ...] = ()
     heads_config: tuple[str, ...] = ()
     layers_config: tuple[str, ...] = ()
-    decoder: "ArchitectureMap | None" = None
+    decoder: ArchitectureMap | None = None
     cross_attention_output: str | None = None
     cross_attention: str | None = None
     mlp_output_dropout: str | None = None
+    slim: SlimMap | None = None
 
 
+_BERT_SLIM = SlimMap("attention.self", ("intermediate.dense",), query="attention.self.query",
+                     key="attention.self.key", value="attention.self.value",
+                     attention_attrs=(("num_attention_heads", "query_heads"), ("all_head_size", "query_width")))
 _BERT_LIKE = ArchitectureMap("encoder.layer", "attention.output.dense", "output.dense",
                              attention="attention", mlp=("intermediate", "output.dense"),
                              mlp_output_dropout="output.dropout")
+_BERT_SLIM_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "camembert")
+_LLAMA_SLIM = SlimMap("self_attn", ("mlp.gate_proj", "mlp.up_proj"), query="self_attn.q_proj",
+                      key="self_attn.k_proj", value="self_attn.v_proj", kv_heads_config="num_key_value_heads",
+                      head_dim_config="head_dim", attention_attrs=(("num_key_value_groups", "group_size"),),
+                      bias_flags=(("attention_bias", ("query", "key", "value", "attention_output")),
+                                  ("mlp_bias", ("mlp_inputs", "mlp_output"))))
 _LLAMA_LIKE = ArchitectureMap("layers", "self_attn.o_proj", "mlp.down_proj", attention="self_attn", mlp=("mlp",))
+# Checked by slim export's tests; the other Llama-like models keep hooks only until someone checks them.
+_LLAMA_SLIM_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 _BART_LIKE = ArchitectureMap(
     "encoder.layers", "self_attn.out_proj", "fc2", attention="self_attn", mlp=("fc1", "fc2"),
     heads_config=("encoder_attention_heads",), layers_config=("encoder_layers",),
@@ -66,12 +113,19 @@ _T5_LIKE = ArchitectureMap(
 ARCHITECTURES: dict[str, ArchitectureMap] = {
     **{t: _BERT_LIKE for t in ("bert", "roberta", "xlm-roberta", "electra", "camembert", "data2vec-text",
                                "ernie", "roberta-prelayernorm", "xlm-roberta-xl")},
-    "distilbert": ArchitectureMap("transformer.layer", "attention.out_lin", "ffn.lin2", attention="attention",
-                                  mlp=("ffn",), mlp_output_dropout="ffn.dropout"),
+    "distilbert": ArchitectureMap(
+        "transformer.layer", "attention.out_lin", "ffn.lin2", attention="attention", mlp=("ffn",),
+        mlp_output_dropout="ffn.dropout",
+        slim=SlimMap("attention", ("ffn.lin1",), query="attention.q_lin", key="attention.k_lin",
+                     value="attention.v_lin", heads_config="n_heads", intermediate_config="hidden_dim",
+                     attention_attrs=(("n_heads", "query_heads"),))),
     "mpnet": ArchitectureMap("encoder.layer", "attention.attn.o", "output.dense", attention="attention",
                              mlp=("intermediate", "output.dense"), mlp_output_dropout="output.dropout"),
-    "gpt2": ArchitectureMap("h", "attn.c_proj", "mlp.c_proj", attention="attn", mlp=("mlp",),
-                            mlp_output_dropout="mlp.dropout"),
+    "gpt2": ArchitectureMap(
+        "h", "attn.c_proj", "mlp.c_proj", attention="attn", mlp=("mlp",), mlp_output_dropout="mlp.dropout",
+        slim=SlimMap("attn", ("mlp.c_fc",), qkv="attn.c_attn", heads_config="n_head", intermediate_config="n_inner",
+                     attention_attrs=(("num_heads", "query_heads"), ("split_size", "query_width")),
+                     min_intermediate=1)),
     "gpt_neo": ArchitectureMap("h", "attn.attention.out_proj", "mlp.c_proj", attention="attn", mlp=("mlp",),
                                mlp_output_dropout="mlp.dropout"),
     "gpt_neox": ArchitectureMap("layers", "attention.dense", "mlp.dense_4h_to_h", attention="attention",
@@ -80,6 +134,8 @@ ARCHITECTURES: dict[str, ArchitectureMap] = {
     "phi": ArchitectureMap("layers", "self_attn.dense", "mlp.fc2", attention="self_attn", mlp=("mlp",)),
     **{t: _LLAMA_LIKE for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2",
                                 "granite", "cohere", "smollm3", "helium", "glm")},
+    **{t: replace(_LLAMA_LIKE, slim=_LLAMA_SLIM) for t in _LLAMA_SLIM_TYPES},
+    **{t: replace(_BERT_LIKE, slim=_BERT_SLIM) for t in _BERT_SLIM_TYPES},
     **{t: _BART_LIKE for t in ("bart", "mbart", "marian", "pegasus", "blenderbot", "blenderbot-small")},
     **{t: _T5_LIKE for t in ("t5", "mt5")},
 }
@@ -93,3 +149,8 @@ MLP_OUTPUT_SUFFIXES = ("down_proj", "mlp.c_proj", "fc2", "dense_4h_to_h", "outpu
 
 def supported_model_types() -> list[str]:
     return sorted(ARCHITECTURES)
+
+
+def slim_model_types() -> list[str]:
+    """Model types that slim export supports (their map has a `SlimMap`)."""
+    return sorted(t for t, paths in ARCHITECTURES.items() if paths.slim is not None)

@@ -54,6 +54,7 @@ SUBCOMMANDS = {
     "prune": "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
     "effective-size": "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
     "analyze": "Report (tables, figures) of a folder of multi-seed pruning runs.",
+    "export": "Turn a mask artifact into a smaller, faster plain model (pruned units removed, means folded).",
 }
 
 
@@ -100,6 +101,9 @@ def _command(name: str) -> Callable[[list[str]], int]:
         return prune_command
     if name == "study":
         return study_command
+    if name == "export":
+        from .export import export_command
+        return export_command
     if name == "effective-size":
         from .effective_size import effective_size_command
         return effective_size_command

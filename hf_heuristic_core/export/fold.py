@@ -1,0 +1,155 @@
+"""Rebuilding one layer to its slim layout: slice the projections, fold the ablated units' means into biases.
+
+The hooks replace a pruned head's context vector `z_h` (its slice of the attention output projection's input) by
+the constant `m_h` (its mean, or zero), so `W_O z + b = sum_kept W_O^h z_h + (b + sum_pruned W_O^h m_h)`: the pruned
+heads' columns go and their contribution moves into the bias (one is added where the projection has none). A pruned
+MLP block's output is replaced by its mean `mu` (zero ablation: 0), so its input projections lose every row and its
+output projection keeps no column and has bias `mu`. Folding runs in float64 and is cast to the weight's dtype once.
+
+Works on `nn.Linear` (weight `[out, in]`) and GPT-2's `Conv1D` (weight `[in, out]`); which module plays which role is
+data in `ArchitectureMap.slim`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..architectures.registry import ArchitectureMap
+from .plan import LayerLayout
+
+__all__ = ["ATTENTION_ROLES", "MLP_ROLES", "rebuild_layer", "role_modules"]
+
+ATTENTION_ROLES = ("query", "key", "value", "attention_output")
+MLP_ROLES = ("mlp_inputs", "mlp_output")
+
+
+def _is_conv1d(module: nn.Module) -> bool:
+    return type(module).__name__ == "Conv1D"
+
+
+def _weight_out_in(module: nn.Module) -> torch.Tensor:
+    return module.weight.t() if _is_conv1d(module) else module.weight
+
+
+def _out_width(module: nn.Module) -> int:
+    return _weight_out_in(module).shape[0]
+
+
+def _set_weights(module: nn.Module, weight_out_in: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """Install new parameters (keeping `requires_grad`) and the width attributes the module's forward reads."""
+    grad = module.weight.requires_grad
+    weight = weight_out_in.t().contiguous() if _is_conv1d(module) else weight_out_in.contiguous()
+    module.weight = nn.Parameter(weight, requires_grad=grad)
+    if bias is None:
+        module.register_parameter("bias", None)
+    else:
+        module.bias = nn.Parameter(bias.contiguous(), requires_grad=grad)
+    out_features, in_features = weight_out_in.shape
+    if _is_conv1d(module):
+        module.nf, module.nx = out_features, in_features
+    elif isinstance(module, nn.Linear):
+        module.out_features, module.in_features = out_features, in_features
+
+
+def _take(tensor: torch.Tensor, dim: int, index: list[int]) -> torch.Tensor:
+    """`index_select` along `dim`, where -1 selects a zero slice (padding and placeholder heads)."""
+    shape = list(tensor.shape)
+    shape[dim] = 1
+    padded = torch.cat([tensor, tensor.new_zeros(shape)], dim=dim)
+    ids = torch.tensor([i if i >= 0 else tensor.shape[dim] for i in index], dtype=torch.long, device=tensor.device)
+    return padded.index_select(dim, ids)
+
+
+def _features(slots: tuple[int, ...], head_dim: int, offset: int = 0) -> list[int]:
+    """Feature indices of the heads in `slots` (each `head_dim` wide, starting at `offset`); -1 stays -1."""
+    out: list[int] = []
+    for slot in slots:
+        out += [-1] * head_dim if slot < 0 else list(range(offset + slot * head_dim, offset + (slot + 1) * head_dim))
+    return out
+
+
+def role_modules(layer: nn.Module, paths: ArchitectureMap, role: str) -> list[nn.Module]:
+    """The modules of `layer` playing `role` (a fused qkv projection plays query, key and value)."""
+    slim = paths.slim
+    if role == "attention_output":
+        return [layer.get_submodule(paths.attention_output)]
+    if role == "mlp_output":
+        return [layer.get_submodule(paths.mlp_output)]
+    if role == "mlp_inputs":
+        return [layer.get_submodule(path) for path in slim.mlp_inputs]
+    path = slim.qkv or getattr(slim, role)
+    return [layer.get_submodule(path)]
+
+
+def _ensure_bias(module: nn.Module) -> bool:
+    """Give `module` a zero bias if it has none; True when one was added."""
+    if getattr(module, "bias", None) is not None:
+        return False
+    weight = module.weight
+    module.bias = nn.Parameter(weight.new_zeros(_out_width(module)), requires_grad=weight.requires_grad)
+    return True
+
+
+def _slice_rows(module: nn.Module, rows: list[int]) -> None:
+    bias = module.bias
+    _set_weights(module, _take(_weight_out_in(module).detach(), 0, rows),
+                 None if bias is None else _take(bias.detach(), 0, rows))
+
+
+@torch.no_grad()
+def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout, num_heads: int, num_kv_heads: int,
+                  head_dim: int, head_means: torch.Tensor | None, mlp_mean: torch.Tensor | None) -> tuple[str, ...]:
+    """Rebuild `layer` in place to `layout`; returns the roles that received a bias they did not have.
+
+    `head_means` `[num_heads, head_dim]` / `mlp_mean` `[hidden]` are what the pruned units are replaced by (None:
+    zero ablation, or a reload whose folded biases come from the saved weights).
+    """
+    slim = paths.slim
+    added: set[str] = set()
+    for role in layout.added_biases:
+        for module in role_modules(layer, paths, role):
+            _ensure_bias(module)
+        added.add(role)
+
+    # attention: fold the pruned heads' means into the output bias, then slice
+    output = layer.get_submodule(paths.attention_output)
+    pruned = [h for h in range(num_heads) if h not in layout.kept_heads]
+    if head_means is not None and pruned:
+        w = _weight_out_in(output).double()
+        delta = sum(w[:, h * head_dim:(h + 1) * head_dim] @ head_means[h].double().to(w.device) for h in pruned)
+        if _ensure_bias(output):
+            added.add("attention_output")
+        output.bias.add_(delta.to(output.bias.dtype))
+    _set_weights(output, _take(_weight_out_in(output).detach(), 1, _features(layout.query_slots, head_dim)),
+                 None if output.bias is None else output.bias.detach().clone())
+    query = _features(layout.query_slots, head_dim)
+    kv = _features(layout.kv_slots, head_dim)
+    if slim.qkv is not None:
+        width_q, width_kv = num_heads * head_dim, num_kv_heads * head_dim
+        _slice_rows(layer.get_submodule(slim.qkv),
+                    query + [i + width_q if i >= 0 else -1 for i in kv]
+                    + [i + width_q + width_kv if i >= 0 else -1 for i in kv])
+    else:
+        _slice_rows(layer.get_submodule(slim.query), query)
+        _slice_rows(layer.get_submodule(slim.key), kv)
+        _slice_rows(layer.get_submodule(slim.value), kv)
+    values = {"query_heads": len(layout.query_slots), "query_width": len(layout.query_slots) * head_dim,
+              "kv_heads": len(layout.kv_slots), "group_size": layout.group_size}
+    attention = layer.get_submodule(slim.attention_module)
+    for attribute, what in slim.attention_attrs:
+        if hasattr(attention, attribute):
+            setattr(attention, attribute, values[what])
+
+    # MLP block: gone entirely, its mean (or nothing) left as the output projection's bias
+    if not layout.keep_mlp:
+        placeholders = [-1] * layout.intermediate   # zero neurons where a zero-width projection cannot run
+        for module in role_modules(layer, paths, "mlp_inputs"):
+            _slice_rows(module, placeholders)
+        out = layer.get_submodule(paths.mlp_output)
+        if mlp_mean is not None and _ensure_bias(out):
+            added.add("mlp_output")
+        bias = None if out.bias is None else (mlp_mean.to(out.bias) if mlp_mean is not None
+                                              else torch.zeros_like(out.bias))
+        _set_weights(out, _take(_weight_out_in(out).detach(), 1, placeholders), bias)
+    return tuple(role for role in (*ATTENTION_ROLES, *MLP_ROLES) if role in added)

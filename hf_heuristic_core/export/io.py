@@ -1,0 +1,165 @@
+"""Saving, reloading and pushing slim models; a slim folder and a mask artifact refuse to pass for each other.
+
+`save_slim` writes the model (`save_pretrained`: safetensors + config with the layout) and a model card into a temp
+folder beside the target and renames it into place, so a failed save never leaves a half-written folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..config import CONFIG_NAME as MASK_CONFIG_NAME
+from ..errors import ArtifactError, ExportError
+from .slim import SLIM_KEY, parameter_count, rebuild_to_layout, slim_info
+
+__all__ = ["load_slim", "push_slim_to_hub", "save_slim", "slim_card_text"]
+
+MODEL_CONFIG_NAME = "config.json"
+
+
+def slim_card_text(model: nn.Module) -> str:
+    """A model card saying what was removed, how many parameters remain and how to load the folder."""
+    info = slim_info(model)
+    base = info["source"].get("base_model") or "unknown"
+    params = info["parameters"]
+    heads = [len(layer["kept_heads"]) for layer in info["layers"]]
+    mlps = sum(1 for layer in info["layers"] if layer["keep_mlp"])
+    cls = type(model).__name__
+    if info["stock"]:
+        load = ["from transformers import AutoModel  # or the task class, e.g. " + cls,
+                "", 'model = AutoModel.from_pretrained("<this repo or folder>")']
+        how = ("Every layer has the same widths and the config states them, so this folder loads with plain "
+               "`transformers` (`AutoModelFor*.from_pretrained`); hf_heuristic_core is not needed.")
+    else:
+        load = ["from hf_heuristic_core import load_slim", "", 'model = load_slim("<this repo or folder>")']
+        how = ("Layers differ in width (or the architecture's config cannot state the head width or a needed bias), "
+               "so the config keeps the original shapes plus the per-layer layout, and the folder loads with "
+               "`hf_heuristic_core.load_slim`; plain `from_pretrained` refuses its weight shapes.")
+    lines = [
+        "---", "library_name: transformers", "tags:", "- pruning", "- heuristic-core", "- slim",
+        *([f"base_model: {base}"] if base != "unknown" and not os.path.isabs(base) else []), "---", "",
+        f"# Slim subnetwork of `{base}`", "",
+        ("Pruned attention heads and MLP blocks physically removed with hf_heuristic_core; the ablated units' "
+         f"{'mean activations are' if info['ablation'] == 'mean' else 'zero outputs are'} folded into biases, so the "
+         "outputs equal those of the hooked subnetwork (to float rounding)."), "",
+        "| field | value |", "|---|---|",
+        f"| model class | {cls} ({info['model_type']}) |",
+        f"| parameters | {params['slim']:,} of {params['original']:,} ({params['slim'] / params['original']:.1%}) |",
+        f"| heads kept per layer | {heads} of {info['num_heads']} |",
+        f"| MLP blocks kept | {mlps} of {len(info['layers'])} |",
+        f"| ablation folded | {info['ablation']} |",
+        f"| masks from | {info['source'].get('masks') or 'in-memory masks'} |",
+        f"| loads with | {'plain transformers' if info['stock'] else 'hf_heuristic_core.load_slim'} |",
+        "", how, "", "```python", *load, "```", "",
+    ]
+    return "\n".join(lines)
+
+
+def save_slim(model: nn.Module, save_directory: str | os.PathLike, **save_kwargs: Any) -> Path:
+    """Write a slim model (from `export_slim`) and its card; the folder appears complete or not at all."""
+    if slim_info(model) is None:
+        raise ExportError("This model was not made by export_slim (its config has no slim layout); save a plain "
+                          "model with model.save_pretrained(dir), or masks with PrunableModel.save_pretrained(dir).")
+    target = Path(save_directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(temp, **save_kwargs)
+        (temp / "README.md").write_text(slim_card_text(model))
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+            os.replace(target, old / "previous")
+            os.replace(temp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(temp, target)
+    finally:
+        if temp.exists():
+            shutil.rmtree(temp, ignore_errors=True)
+    return target
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    path = directory / MODEL_CONFIG_NAME
+    if not path.is_file():
+        if (directory / MASK_CONFIG_NAME).is_file():
+            raise ExportError(f"{directory} is a mask artifact (it has {MASK_CONFIG_NAME}), not a slim model. Load it "
+                              "with PrunableModel.from_pretrained(base_model, masks=dir), then export_slim().")
+        raise ExportError(f"{directory} has no {MODEL_CONFIG_NAME}, so it is not a saved slim model.")
+    return json.loads(path.read_text())
+
+
+def _resolve(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> Path:
+    path = Path(dir_or_repo_id)
+    if path.exists():
+        return path
+    from huggingface_hub import snapshot_download
+    return Path(snapshot_download(str(dir_or_repo_id), **hub_kwargs))
+
+
+def _state_dict(directory: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+    index = directory / "model.safetensors.index.json"
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() \
+        else ["model.safetensors"]
+    state: dict[str, torch.Tensor] = {}
+    for name in files:
+        state.update(load_file(str(directory / name)))
+    return state
+
+
+def load_slim(dir_or_repo_id: str | os.PathLike, model_class: Any = None, **hub_kwargs: Any) -> nn.Module:
+    """Rebuild a slim model saved by `save_slim` (a folder or a Hub repo id), in eval mode."""
+    import transformers
+    directory = _resolve(dir_or_repo_id, **hub_kwargs)
+    raw = _read_config(directory)
+    info = raw.get(SLIM_KEY)
+    if info is None:
+        raise ExportError(f"{directory} holds a model that was not exported by hf_heuristic_core (no "
+                          f"'{SLIM_KEY}' in its config.json); load it with AutoModel*.from_pretrained.")
+    names = raw.get("architectures") or []
+    if model_class is None:
+        model_class = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
+    if model_class is None:
+        raise ExportError(f"{directory}/config.json names no transformers model class ({names}); pass "
+                          "load_slim(dir, model_class=...).")
+    if info.get("stock"):
+        return model_class.from_pretrained(directory).eval()
+    config = transformers.AutoConfig.from_pretrained(directory)
+    model = model_class(config)
+    rebuild_to_layout(model, info)
+    state = _state_dict(directory)
+    dtype = next(iter(state.values())).dtype
+    model.to(dtype)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    model.tie_weights()
+    loaded = {p.data_ptr() for name, p in model.named_parameters(remove_duplicate=False) if name in state}
+    untied = [name for name, p in model.named_parameters(remove_duplicate=False)
+              if name in missing and p.data_ptr() not in loaded]
+    if unexpected or untied:
+        raise ArtifactError(f"The weights in {directory} do not fit the recorded layout (unexpected: "
+                            f"{sorted(unexpected)[:5]}, missing: {untied[:5]}); the folder is corrupt or was edited.")
+    if parameter_count(model) != info["parameters"]["slim"]:
+        raise ArtifactError(f"{directory}: the rebuilt model has {parameter_count(model):,} parameters, the export "
+                            f"recorded {info['parameters']['slim']:,}; the folder is corrupt or was edited.")
+    return model.eval()
+
+
+def push_slim_to_hub(model: nn.Module, repo_id: str, private: bool | None = None, token: str | None = None,
+                     commit_message: str = "Upload slim subnetwork", revision: str | None = None):
+    """Save into a temp folder and upload it as one commit (like the masks' `push_to_hub`)."""
+    from huggingface_hub import HfApi
+    api = HfApi(token=token)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    with tempfile.TemporaryDirectory() as folder:
+        save_slim(model, Path(folder) / "slim")
+        return api.upload_folder(repo_id=repo_id, folder_path=str(Path(folder) / "slim"),
+                                 commit_message=commit_message, revision=revision)

@@ -1,0 +1,102 @@
+"""Which heads, key/value heads and MLP neurons each layer of a slim model keeps: pure bookkeeping, no weights.
+
+A layer's attention is described by *slots*. Query slot `i` holds an original query head (or -1: a padding head whose
+output-projection columns are zero, so it adds exactly nothing), and reads key/value slot `i // group_size`, which
+holds an original key/value head (or -1: a zero placeholder). This one description covers multi-head attention
+(one kv head per query head), grouped-query attention and the two awkward cases:
+
+- **Uneven groups (GQA).** Stock attention needs the same number of query heads per key/value head. When a layer
+  keeps, say, 3 query heads of one group and 1 of another, export picks the group size `r` that needs the fewest
+  projection rows: each group is cut into chunks of `r` query heads, the last chunk padded with zero-output heads,
+  and its key/value head is duplicated once per chunk. `r = 1` duplicates kv heads, `r = max` pads query heads;
+  both are exact, and the cost is the padded heads' / duplicated kv heads' compute (counted in `extra_rows`).
+- **A layer that keeps no head.** Stock attention code cannot reshape a zero-width projection, so the layer keeps
+  one placeholder head with zero query/key/value rows and zero output columns (exact: it adds nothing); the layer's
+  attention output is then the output bias, into which every head's mean was folded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["LayerLayout", "is_uniform", "plan_layer", "plan_layers"]
+
+
+@dataclass(frozen=True)
+class LayerLayout:
+    """One layer of a slim model (see the module docstring). Stored in the slim model's config as a dict."""
+
+    query_slots: tuple[int, ...]
+    kv_slots: tuple[int, ...]
+    kept_heads: tuple[int, ...]
+    keep_mlp: bool
+    intermediate: int
+    added_biases: tuple[str, ...] = ()
+
+    @property
+    def group_size(self) -> int:
+        return len(self.query_slots) // len(self.kv_slots)
+
+    @property
+    def padding_heads(self) -> int:
+        """Query slots that hold no original head (zero-output padding or the placeholder of an empty layer)."""
+        return sum(1 for h in self.query_slots if h < 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayerLayout:
+        return cls(query_slots=tuple(data["query_slots"]), kv_slots=tuple(data["kv_slots"]),
+                   kept_heads=tuple(data["kept_heads"]), keep_mlp=bool(data["keep_mlp"]),
+                   intermediate=int(data["intermediate"]), added_biases=tuple(data.get("added_biases", ())))
+
+
+def _chunks(heads: list[int], size: int) -> list[list[int]]:
+    return [heads[i:i + size] + [-1] * max(0, size - len(heads[i:i + size])) for i in range(0, len(heads), size)]
+
+
+def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, intermediate: int,
+               min_intermediate: int = 0) -> LayerLayout:
+    """The slots of one layer from its binary head mask `[num_heads]` (1 keeps a query head). A removed MLP block
+    keeps `min_intermediate` zero placeholder neurons (0 unless the projection type cannot be zero-width)."""
+    num_heads = head_mask.numel()
+    if num_heads % num_kv_heads:
+        raise ValueError(f"{num_heads} query heads cannot share {num_kv_heads} key/value heads evenly.")
+    per_group = num_heads // num_kv_heads
+    kept = [h for h in range(num_heads) if head_mask[h] > 0.5]
+    groups = {k: [h for h in kept if h // per_group == k] for k in range(num_kv_heads)}
+    groups = {k: heads for k, heads in groups.items() if heads}
+    mlp_width = intermediate if keep_mlp else min_intermediate
+    if not groups:
+        return LayerLayout((-1,), (-1,), (), keep_mlp, mlp_width)
+    largest = max(len(heads) for heads in groups.values())
+
+    def cost(size: int) -> tuple[int, int]:
+        kv = sum(-(-len(heads) // size) for heads in groups.values())
+        return 2 * kv * size + 2 * kv, kv   # q + o rows per query slot, k + v rows per kv slot; then fewer kv slots
+
+    size = min(range(1, largest + 1), key=cost)
+    query_slots: list[int] = []
+    kv_slots: list[int] = []
+    for k, heads in groups.items():
+        for chunk in _chunks(heads, size):
+            query_slots += chunk
+            kv_slots.append(k)
+    return LayerLayout(tuple(query_slots), tuple(kv_slots), tuple(kept), keep_mlp, mlp_width)
+
+
+def plan_layers(head_masks: torch.Tensor, mlp_masks: torch.Tensor, num_kv_heads: int,
+                intermediate: list[int], min_intermediate: int = 0) -> list[LayerLayout]:
+    """One `LayerLayout` per layer from binary masks `[L, H]` and `[L]` and each layer's MLP width."""
+    return [plan_layer(head_masks[layer], bool(mlp_masks[layer] > 0.5), num_kv_heads, intermediate[layer],
+                       min_intermediate) for layer in range(head_masks.shape[0])]
+
+
+def is_uniform(layouts: list[LayerLayout]) -> bool:
+    """Whether every layer has the same query slots, kv slots and MLP width (what a stock config can express)."""
+    shapes = {(len(lay.query_slots), len(lay.kv_slots), lay.intermediate) for lay in layouts}
+    return len(shapes) == 1

@@ -1,0 +1,247 @@
+"""`export_slim`: a found subnetwork as a smaller, faster plain Transformers model (no hooks), and its reload.
+
+The wrapped model is deep-copied (without hooks), each layer is rebuilt to the plan of `export.plan` with the
+ablated units' means folded into biases (`export.fold`), and the result is a model of the original class. Its
+config records the per-layer layout and where the masks came from under `SLIM_KEY`.
+
+Two ways to reload a saved slim folder:
+
+- **Stock**: when every layer has the same head, key/value-head and MLP widths and the config can say so (Llama-style
+  configs with an explicit `head_dim`; bias flags where a folded mean needs a bias), the config is rewritten to those
+  counts, and `AutoModelFor*.from_pretrained(dir)` loads it without this package. Decided by instantiating the stock
+  class from the rewritten config on the meta device and comparing every parameter's name and shape.
+- **`load_slim(dir)`** otherwise (per-layer widths, BERT / GPT-2 whose head width is `hidden / heads`, Qwen2 /
+  Mistral whose output projections cannot have a bias): the config keeps the original shapes, `load_slim` builds
+  that model, rebuilds its layers to the recorded layout and loads the weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..ablation.modes import ABLATIONS
+from ..architectures.registry import slim_model_types
+from ..architectures.resolve import (
+    input_width,
+    resolve_architecture,
+    transformers_model,
+)
+from ..errors import ExportError, MissingMeansError, UnsupportedArchitectureError
+from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
+from .plan import LayerLayout, is_uniform, plan_layers
+
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "parameter_count", "rebuild_to_layout", "slim_info"]
+
+SLIM_KEY = "hf_heuristic_core_slim"
+SLIM_FORMAT = "hf_heuristic_core.slim/1"
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
+               "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_hooks",
+               "_backward_pre_hooks")
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Parameters of `model`, each shared (tied) tensor counted once."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def slim_info(model: nn.Module) -> dict[str, Any] | None:
+    """The slim record of a model's config (None for a model that was not exported by `export_slim`)."""
+    config = getattr(transformers_model(model), "config", None)
+    return getattr(config, SLIM_KEY, None) if config is not None else None
+
+
+@contextlib.contextmanager
+def _hooks_set_aside(model: nn.Module) -> Iterator[None]:
+    """Empty every module's hook dicts for the duration (so a deep copy carries no hook of the wrapper)."""
+    saved = []
+    for module in model.modules():
+        saved.append((module, {name: getattr(module, name) for name in _HOOK_DICTS if hasattr(module, name)}))
+        for name in saved[-1][1]:
+            setattr(module, name, type(getattr(module, name))())
+    try:
+        yield
+    finally:
+        for module, dicts in saved:
+            for name, value in dicts.items():
+                setattr(module, name, value)
+
+
+def _check_masks(masks: Mapping[str, torch.Tensor]) -> None:
+    for kind, mask in masks.items():
+        if mask is None:
+            continue
+        bad = mask[(mask != 0) & (mask != 1)]
+        if bad.numel():
+            raise ExportError(f"The {kind} mask is not binary (it has {bad.numel()} entries strictly between 0 and "
+                              f"1, e.g. {float(bad[0]):.4g}); a slim model can only drop whole units. Export the "
+                              "binarized masks: export_slim(masks=prunable.get_masks(binary=True)), or set binary "
+                              "masks with set_masks(...).")
+
+
+def _means_for(prunable: Any, ablation: str, masks: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    if ablation == "resample":
+        raise ExportError("Resample ablation cannot be folded into a slim model: a pruned unit takes another "
+                          "example's activation, which changes with the batch, so no constant can stand in for it. "
+                          "Export with ablation='mean' (after compute_means) or ablation='zero'; check the slim "
+                          "model against the hooked one under that ablation.")
+    if ablation == "zero":
+        return {}
+    needed = [kind for kind in ("heads", "mlps") if masks.get(kind) is not None and bool((masks[kind] == 0).any())]
+    means = prunable.get_means()
+    missing = [kind for kind in needed if means.get(kind) is None]
+    if missing:
+        raise MissingMeansError(f"Mean ablation folds each pruned unit's mean activation into a bias, but there are no "
+                                f"means for {missing}. Call prunable.compute_means(train_data) first (or load an "
+                                "artifact that has them), or export with ablation='zero'.")
+    return means
+
+
+def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation: str | None = None,
+                source: str | None = None) -> nn.Module:
+    """A plain model of the wrapped model's class with the pruned units physically removed (see the module doc).
+
+    `masks` default to the eval-time masks (`prunable.get_masks(binary=True)`: fixed masks win); `ablation` to the
+    model's own. `source` names the mask artifact, for the record. The wrapped model is left untouched.
+    """
+    architecture = prunable.architecture
+    model_type = architecture.model_type
+    paths = architecture.paths
+    if prunable.pruning_config.granularity != "unit" or architecture.is_encoder_decoder or paths.slim is None:
+        raise UnsupportedArchitectureError(
+            f"Slim export supports unit masks (heads and MLP blocks) of the model types {slim_model_types()}; this "
+            f"model is {model_type!r} with the {prunable.pruning_config.granularity!r} granularity. Keep using the "
+            "hooked PrunableModel, or add a SlimMap for it in hf_heuristic_core.ARCHITECTURES.")
+    masks = {k: v for k, v in (prunable.validate_masks(masks) if masks is not None
+                               else prunable.get_masks(binary=True)).items()}
+    full = prunable.get_masks(binary=True)
+    masks = {"heads": masks.get("heads", full["heads"]), "mlps": masks.get("mlps", full["mlps"])}
+    _check_masks(masks)
+    ablation = ablation or prunable.pruning_config.ablation
+    if ablation not in ABLATIONS:
+        raise ExportError(f"Unknown ablation {ablation!r}; choose 'mean' or 'zero'.")
+    means = _means_for(prunable, ablation, masks)
+
+    hf_original = transformers_model(prunable.model)
+    if not hasattr(hf_original, "save_pretrained") or hf_original is not prunable.model:
+        raise ExportError("Slim export needs a plain Transformers model inside the PrunableModel (not a PEFT "
+                          "wrapper); merge adapters first (peft_model.merge_and_unload()) and wrap that.")
+    with _hooks_set_aside(hf_original):
+        model = copy.deepcopy(hf_original)
+    _drop_gguf_marker(model)
+    saved_grad = prunable._saved_requires_grad or {}
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(saved_grad.get(name, parameter.requires_grad))
+
+    resolved = resolve_architecture(model, prunable.pruning_config)
+    num_heads, head_dim = resolved.num_heads, resolved.head_dim
+    num_kv = _num_kv_heads(model.config, paths.slim, num_heads)
+    layouts = plan_layers(masks["heads"], masks["mlps"], num_kv,
+                          [input_width(module) for module in resolved.mlp_outputs], paths.slim.min_intermediate)
+    for i, layer in enumerate(resolved.layers):
+        added = rebuild_layer(layer, paths, layouts[i], num_heads, num_kv, head_dim,
+                              means["heads"][i] if "heads" in means else None,
+                              means["mlps"][i] if "mlps" in means else None)
+        layouts[i] = replace(layouts[i], added_biases=added)
+    stock = _make_stock(model, resolved.layers, paths, layouts, head_dim)
+    setattr(model.config, SLIM_KEY, {
+        "format": SLIM_FORMAT, "stock": stock, "model_type": model_type, "ablation": ablation,
+        "num_heads": num_heads, "num_key_value_heads": num_kv, "head_dim": head_dim,
+        "layers": [layout.to_dict() for layout in layouts],
+        "masks": {kind: mask.tolist() for kind, mask in masks.items()},
+        "source": {"masks": source, "base_model": prunable.pruning_config.base_model_name_or_path,
+                   "base_model_revision": prunable.pruning_config.base_model_revision,
+                   "means": dict(prunable.means_info) if ablation == "mean" else None},
+        "parameters": {"original": parameter_count(hf_original), "slim": parameter_count(model)},
+    })
+    model.train(hf_original.training)
+    return model
+
+
+def _drop_gguf_marker(model: nn.Module) -> None:
+    """A model read from GGUF holds plain dequantized tensors but keeps a quantizer that blocks `save_pretrained`;
+    the slim copy is a plain model. Other quantizers keep packed weights that cannot be sliced: refuse them."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return
+    method = getattr(quantizer.quantization_config, "quant_method", None)
+    if str(getattr(method, "value", method)) != "gguf":
+        raise ExportError(f"Slim export cannot slice weights quantized with {method}; load the model unquantized "
+                          "(e.g. dtype=torch.float32), export, then quantize the slim model.")
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def _num_kv_heads(config: Any, slim: Any, num_heads: int) -> int:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, slim.kv_heads_config, None) if slim.kv_heads_config else None
+    return int(value) if value else num_heads
+
+
+def _make_stock(model: nn.Module, layers: list[nn.Module], paths: Any, layouts: list[LayerLayout],
+                head_dim: int) -> bool:
+    """Rewrite the config to the slim counts when a stock model of that config has exactly our parameters (after
+    adding zero biases that a bias flag brings); True when it did."""
+    slim = paths.slim
+    if not is_uniform(layouts):
+        return False
+    first = layouts[0]
+    counts = {slim.heads_config: len(first.query_slots), slim.intermediate_config: first.intermediate}
+    if slim.kv_heads_config:
+        counts[slim.kv_heads_config] = len(first.kv_slots)
+    if slim.head_dim_config:
+        counts[slim.head_dim_config] = head_dim
+    added = {role for layout in layouts for role in layout.added_biases}
+    for flag, roles in slim.bias_flags:
+        if added & set(roles):
+            counts[flag] = True
+    if added - {role for flag, roles in slim.bias_flags if flag in counts for role in roles}:
+        return False   # a folded mean needs a bias that no config flag can give
+    config = copy.deepcopy(model.config)
+    for key, value in counts.items():
+        setattr(config, key, value)
+    try:
+        with torch.device("meta"):
+            stock = type(model)(config)
+    except (ValueError, TypeError, AttributeError, RuntimeError):   # the config cannot express these counts
+        return False
+    ours = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
+    theirs = {name: tuple(p.shape) for name, p in stock.named_parameters(remove_duplicate=False)}
+    missing = {name for name in theirs if name not in ours}
+    if set(ours) - set(theirs) or any(ours[n] != theirs[n] for n in ours) \
+            or any(not n.endswith(".bias") for n in missing):
+        return False
+    with torch.no_grad():
+        for name in missing:
+            module = model.get_submodule(name.rsplit(".", 1)[0])
+            module.bias = nn.Parameter(torch.zeros(theirs[name], dtype=module.weight.dtype,
+                                                   device=module.weight.device),
+                                       requires_grad=module.weight.requires_grad)
+    for key, value in counts.items():
+        setattr(model.config, key, value)
+    return True
+
+
+def rebuild_to_layout(model: nn.Module, info: Mapping[str, Any]) -> None:
+    """Rebuild a freshly built model of the original shapes to a saved layout (weights are loaded afterwards)."""
+    resolved = resolve_architecture(model)
+    paths = resolved.paths
+    if paths.slim is None:
+        raise UnsupportedArchitectureError(f"model_type {resolved.model_type!r} has no slim export map; supported: "
+                                           f"{slim_model_types()}.")
+    for layer, data in zip(resolved.layers, info["layers"]):
+        rebuild_layer(layer, paths, LayerLayout.from_dict(data), info["num_heads"], info["num_key_value_heads"],
+                      info["head_dim"], None, None)
+
+
+def roles_present(layer: nn.Module, paths: Any) -> dict[str, bool]:
+    """Which roles of a rebuilt layer have biases (for tests and the model card)."""
+    return {role: all(getattr(m, "bias", None) is not None for m in role_modules(layer, paths, role))
+            for role in (*ATTENTION_ROLES, *MLP_ROLES)}
