@@ -56,8 +56,10 @@ class PruningArguments(TrainingArguments):
     keep_dropout: bool = field(default=False, metadata={
         "help": "Run the student with dropout. Off by default: a student with dropout cannot reach KL 0 against "
                 "a teacher without it."})
-    final_binarization: str = field(default="topk", metadata={
-        "help": "topk: exactly round(target * N) units pruned; threshold: the paper's deterministic-then-threshold rule."})
+    final_binarization: str | None = field(default=None, metadata={
+        "help": "topk: exactly round(target * N) units pruned; threshold: the relaxation's paper rule (hard concrete: "
+                "deterministic-then-threshold; continuous sparsification: s > 0; Gumbel-sigmoid: l > 0). Default: "
+                "topk for hard concrete, threshold for the other two."})
     final_threshold: float = field(default=0.5, metadata={
         "help": "Threshold of the paper's rule (it used 0.5 at 50%% and 0.35 at 70%%)."})
     warmup_steps: float = field(default=200, metadata={
@@ -74,6 +76,15 @@ class PruningArguments(TrainingArguments):
     convergence_subnetworks: int = field(default=8, metadata={"help": "Random subnetworks the check compares with."})
     convergence_batches: int = field(default=4, metadata={
         "help": "Evaluation batches of the check (eval_dataset if given, else the training data)."})
+    objective: str = field(default="kl", metadata={
+        "help": "kl: KL to the full model (The Heuristic Core); task: the task loss on the batch's labels (Lepori, "
+                "Csordás: masks for a subtask); task+kl: both. See training.objectives."})
+    sparsity_control: str = field(default="lagrangian", metadata={
+        "help": "lagrangian: reach target_sparsity with Lagrange multipliers; penalty: the papers' fixed penalty "
+                "(penalty_weight times the relaxation's penalty)."})
+    penalty_weight: float | None = field(default=None, metadata={
+        "help": "Weight of the fixed penalty: lambda (continuous sparsification, default 1e-8) or alpha "
+                "(Gumbel-sigmoid, on the logits' sum / batch size, default 1e-4)."})
     remove_unused_columns: bool = field(default=True, metadata={
         "help": "Drop dataset columns the wrapped model's forward does not take."})
 
@@ -92,7 +103,11 @@ class PruningArguments(TrainingArguments):
             ("sparsity_penalty", self.sparsity_penalty in (None, *SPARSITY_PENALTIES),
              f"must be one of {SPARSITY_PENALTIES}"),
             ("teacher", self.teacher in TEACHERS, f"must be one of {TEACHERS}"),
-            ("final_binarization", self.final_binarization in FINAL_BINARIZATIONS,
+            ("objective", self.objective in ("kl", "task", "task+kl"), "must be one of ('kl', 'task', 'task+kl')"),
+            ("sparsity_control", self.sparsity_control in ("lagrangian", "penalty"),
+             "must be one of ('lagrangian', 'penalty')"),
+            ("penalty_weight", self.penalty_weight is None or self.penalty_weight >= 0, "must be >= 0"),
+            ("final_binarization", self.final_binarization in (None, *FINAL_BINARIZATIONS),
              f"must be one of {FINAL_BINARIZATIONS}"),
             ("mask_learning_rate", self.mask_learning_rate > 0, "must be > 0"),
             ("reg_learning_rate", self.reg_learning_rate is None or self.reg_learning_rate > 0, "must be > 0"),
