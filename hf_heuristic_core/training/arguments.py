@@ -56,10 +56,10 @@ class PruningArguments(TrainingArguments):
     keep_dropout: bool = field(default=False, metadata={
         "help": "Run the student with dropout. Off by default: a student with dropout cannot reach KL 0 against "
                 "a teacher without it."})
-    final_binarization: str | None = field(default=None, metadata={
+    final_binarization: str = field(default="topk", metadata={
         "help": "topk: exactly round(target * N) units pruned; threshold: the relaxation's paper rule (hard concrete: "
-                "deterministic-then-threshold; continuous sparsification: s > 0; Gumbel-sigmoid: l > 0). Default: "
-                "topk for hard concrete, threshold for the other two."})
+                "deterministic-then-threshold; continuous sparsification: s > 0; Gumbel-sigmoid: l > 0). With "
+                "sparsity_control=penalty there is no target, so the paper rule is used."})
     final_threshold: float = field(default=0.5, metadata={
         "help": "Threshold of the paper's rule (it used 0.5 at 50%% and 0.35 at 70%%)."})
     warmup_steps: float = field(default=200, metadata={
@@ -107,7 +107,7 @@ class PruningArguments(TrainingArguments):
             ("sparsity_control", self.sparsity_control in ("lagrangian", "penalty"),
              "must be one of ('lagrangian', 'penalty')"),
             ("penalty_weight", self.penalty_weight is None or self.penalty_weight >= 0, "must be >= 0"),
-            ("final_binarization", self.final_binarization in (None, *FINAL_BINARIZATIONS),
+            ("final_binarization", self.final_binarization in FINAL_BINARIZATIONS,
              f"must be one of {FINAL_BINARIZATIONS}"),
             ("mask_learning_rate", self.mask_learning_rate > 0, "must be > 0"),
             ("reg_learning_rate", self.reg_learning_rate is None or self.reg_learning_rate > 0, "must be > 0"),

@@ -15,6 +15,8 @@ subtask's labelled data with a fixed penalty:
 With `PruningConfig.mask_samples = n > 1` (Gumbel-sigmoid: 4) the batch is split into n chunks and each chunk's forward
 draws its own mask sample, as in Csordás' code; the chunk losses are averaged by size. The continuous-sparsification
 beta schedule (x beta_max^(1/E) at every epoch end) is the `BetaSchedule` callback. Base weights stay frozen.
+Final binarization: top-k at `target_sparsity` under the Lagrangian; under a fixed penalty (no target) the paper's
+threshold rule (1[s > 0], 1[l > 0]); `prunable.get_masks(sparsity=...)` gives top-k at any target afterwards.
 """
 
 from __future__ import annotations
@@ -124,8 +126,8 @@ class MaskObjective:
             if self.penalty_weight is None:
                 raise PruningError(f"sparsity_control='penalty' with the {relaxation!r} relaxation has no paper "
                                    "default; pass penalty_weight (or use sparsity_control='lagrangian').")
-        if getattr(args, "final_binarization", None) is None:
-            args.final_binarization = prunable.relaxation.paper_binarization
+        if self.control == "penalty":   # no target to take the top-k at: the relaxation's own (paper) rule
+            args.final_binarization = "threshold"
         self.samples = int(prunable.pruning_config.mask_samples or 1)
         if relaxation == "continuous_sparsification":
             trainer.add_callback(BetaSchedule(prunable))
