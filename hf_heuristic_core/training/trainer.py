@@ -346,7 +346,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             return
         os.makedirs(output_dir, exist_ok=True)
         prunable = self.prunable
-        prunable.save_pretrained(output_dir)
+        prunable.save_pretrained(output_dir, include_logits=True)  # resumable: logits too
         from ..io_utils import atomic_write
         state = {"lagrangian": {k: v.detach().cpu() for k, v in self.lagrangian.state_dict().items()},
                  "generator": prunable.generator.get_state() if prunable.generator is not None else None,
