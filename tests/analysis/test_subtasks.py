@@ -95,3 +95,14 @@ def test_subtask_test_on_a_network_with_two_separate_paths():
     assert result.d_sub == 1.0 and result.d_abl == -1.0
     assert len(result.random_d_abl) == 3 and result.to_dict()["evidence"] in (True, False)
     assert not math.isnan(result.to_dict()["random_d_abl_mean"])
+
+
+def test_subtask_figures_are_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    from hf_heuristic_core.plotting_subtasks import plot_sharing_bars, plot_subtask_differences
+    shares = sharing_fractions({"A": _t(A), "B": _t(B)})
+    fig = plot_sharing_bars(shares, path=tmp_path / "sharing")
+    assert len(fig.axes[0].patches) == 2 * 3   # two masks x (two layers + total)
+    results = [{"d_sub": 0.7, "d_abl": -0.5, "random_d_abl": [0.0, 0.1, -0.1]}, {"d_sub": 0.1, "d_abl": 0.0}]
+    plot_subtask_differences(results, ["A", "B"], path=tmp_path / "diff")
+    assert (tmp_path / "sharing.png").is_file() and (tmp_path / "diff.pdf").is_file()
