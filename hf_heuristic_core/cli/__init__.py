@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "prune": "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
     "effective-size": "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
     "analyze": "Report (tables, figures) of a folder of multi-seed pruning runs.",
+    "subtasks": "Compare subtask masks (weight / neuron / unit): IoU, IoMin and shared fractions per layer.",
 }
 
 
@@ -43,9 +44,19 @@ class PruneScriptArguments:
     means_examples: int = field(default=1024, metadata={"help": "Training examples used for mean activations."})
     task: str = field(default="auto", metadata={
         "help": "auto, sequence_classification, causal_lm or token_classification."})
-    ablation: str = field(default="mean", metadata={"help": "mean, zero or resample."})
+    ablation: str | None = field(default=None, metadata={
+        "help": "mean, zero or resample (default: mean; zero for --granularity weight)."})
     prune_heads: bool = field(default=True, metadata={"help": "Mask attention heads."})
     prune_mlps: bool = field(default=True, metadata={"help": "Mask whole MLP blocks."})
+    granularity: str = field(default="unit", metadata={"help": "unit (heads and MLP blocks), neuron or weight."})
+    relaxation: str = field(default="hard_concrete", metadata={
+        "help": "hard_concrete, continuous_sparsification or gumbel_sigmoid."})
+    target_modules: str | None = field(default=None, metadata={
+        "help": "Weight granularity: comma-separated module names (PEFT-style, e.g. query,value,output.dense) "
+                "(default: every Linear / Conv1D)."})
+    layers_to_transform: str | None = field(default=None, metadata={
+        "help": "Weight granularity: layer indices, comma-separated or ranges, e.g. 2-3 or 0,5."})
+    mask_bias: bool = field(default=False, metadata={"help": "Weight granularity: mask biases too."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
     gguf_file: str | None = field(default=None, metadata={"help": "GGUF file inside --model, if any."})
 
@@ -85,6 +96,9 @@ def _command(name: str):
     if name == "effective-size":
         from .effective_size import effective_size_command
         return effective_size_command
+    if name == "subtasks":
+        from .subtasks import subtasks_command
+        return subtasks_command
     from .analyze import analyze_command
     return analyze_command
 
@@ -144,7 +158,8 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    config = PruningConfig(ablation=script.ablation, prune_heads=script.prune_heads, prune_mlps=script.prune_mlps)
+    config = PruningConfig(ablation=script.ablation, prune_heads=script.prune_heads, prune_mlps=script.prune_mlps,
+                           **selection_settings(script))
     model = PrunableModel.from_pretrained(script.model, pruning_config=config,
                                           model_class=getattr(transformers, TASK_CLASSES[task]), **hf_kwargs)
     if getattr(model.config, "pad_token_id", None) is None:
@@ -160,12 +175,15 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
         return tokenizer(*texts, truncation=True, max_length=script.max_length)
 
     keep = {"input_ids", "attention_mask", "token_type_ids"}
+    if getattr(args, "objective", "kl") != "kl":   # the task loss needs the subtask's labels
+        keep |= {"label", "labels"}
     train_tok = train.map(tokenize, batched=True, remove_columns=[c for c in train.column_names if c not in keep],
                           desc="tokenizing")
     collator = transformers.DataCollatorWithPadding(tokenizer)
     means_data = train_tok.select(range(min(script.means_examples, len(train_tok))))
-    model.compute_means(means_data, batch_size=args.per_device_eval_batch_size,
-                        collate_fn=collator, device=args.device)
+    if model.pruning_config.ablation == "mean":
+        model.compute_means(means_data, batch_size=args.per_device_eval_batch_size,
+                            collate_fn=collator, device=args.device)
     if script.eval_split:
         eval_raw = load_table(script.dataset, script.dataset_config, script.eval_split)
         eval_tok = eval_raw.map(tokenize, batched=True, desc="tokenizing",
@@ -179,6 +197,34 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     faithful = trainer.faithfulness(eval_tok)
     return {"output_dir": args.output_dir, "task": task, **report, "target_sparsity": args.target_sparsity,
             "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"]}
+
+
+def selection_settings(script: PruneScriptArguments) -> dict:
+    """The granularity / relaxation flags as `PruningConfig` fields (weight-only fields only when given)."""
+    settings: dict = {"granularity": script.granularity, "relaxation": script.relaxation}
+    if script.target_modules:
+        settings["target_modules"] = [name.strip() for name in script.target_modules.split(",") if name.strip()]
+    if script.layers_to_transform:
+        settings["layers_to_transform"] = parse_layers(script.layers_to_transform)
+    if script.mask_bias:
+        settings["mask_bias"] = True
+    return settings
+
+
+def parse_layers(text: str) -> list[int]:
+    """'0,2-4' -> [0, 2, 3, 4]."""
+    layers: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                start, end = (int(x) for x in part.split("-", 1))
+                layers.extend(range(start, end + 1))
+            elif part:
+                layers.append(int(part))
+        except ValueError as err:
+            raise ValueError(f"--layers_to_transform: {part!r} is not a layer index or a range like 2-5.") from err
+    return layers
 
 
 def resolve_task(script: PruneScriptArguments) -> str:
