@@ -110,6 +110,7 @@ def test_weight_masks_on_a_plain_module_save_and_load(tmp_path):
     pm = PrunableModel(net, PruningConfig(granularity="weight"))
     pm.set_masks({"0.weight": (torch.arange(36).view(9, 4) % 3 == 0).float()})
     pm.save_pretrained(tmp_path)
-    other = PrunableModel(nn.Sequential(nn.Linear(4, 9), nn.ReLU(), nn.Linear(9, 2)), PruningConfig(granularity="weight"))
+    other = PrunableModel(nn.Sequential(nn.Linear(4, 9), nn.ReLU(), nn.Linear(9, 2)),
+                          PruningConfig(granularity="weight"))
     other.load_masks(tmp_path)
     assert torch.equal(other.get_masks()["0.weight"], (torch.arange(36).view(9, 4) % 3 == 0).float())

@@ -69,7 +69,7 @@ def _planted_precision(relaxation: str, seed: int) -> float:
     optimizer = torch.optim.Adam([p for _, p in wrapped.mask_logits.items()], lr=0.05)
     weight = {"continuous_sparsification": 2e-3, "gumbel_sigmoid": 5e-3, "hard_concrete": 2e-3}[relaxation]
     wrapped.train()
-    for step in range(300):
+    for _ in range(300):
         rows = torch.randint(0, 512, (64,), generator=generator)
         loss = task_loss(wrapped(x[rows]), y[rows]) + sparsity_penalty(wrapped, weight, 64)
         optimizer.zero_grad()
