@@ -1,6 +1,6 @@
 """Gumbel-sigmoid masks with a straight-through estimator (Csordás et al., *Are Neural Nets Modular?*).
 
-    s = sigmoid((l - log(log U1 / log U2)) / tau),  U1, U2 ~ U(0, 1)   (eps = 1e-10 inside the logs, as in the code)
+    s = sigmoid((l - log(log U1 / log U2)) / tau),  U1, U2 ~ U(0, 1)   (the noise is logistic: drawn from one U)
     b = stopgrad(1[s > 0.5] - s) + s                                  (forward: hard 0/1; backward: d s / d l)
     P(b = 1) = sigmoid(l) for any tau                                 (tau only scales the gradient; Adam cancels it)
     penalty:  alpha * sum_i l_i                                       (on raw logits: constant gradient)
@@ -27,10 +27,27 @@ GUMBEL_EPS = 1e-10
 
 def logistic_noise(shape: torch.Size | tuple[int, ...], generator: torch.Generator | None, device: torch.device,
                    dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """-log(log U2 / log U1): the difference of two Gumbel variables, i.e. standard logistic noise."""
-    uniform = torch.rand((2, *shape), generator=generator, device=device, dtype=dtype)
-    ratio = torch.log(uniform[1] + GUMBEL_EPS) / torch.log(uniform[0] + GUMBEL_EPS)
-    return -torch.log(ratio + GUMBEL_EPS)
+    """-log(log U2 / log U1), the difference of two Gumbel variables, is standard logistic noise; it is drawn here
+    as log U - log(1 - U) from one uniform (the same distribution at half the random numbers)."""
+    u = torch.rand(shape, generator=generator, device=device, dtype=dtype).clamp_(GUMBEL_EPS, 1 - GUMBEL_EPS)
+    return torch.log(u) - torch.log1p(-u)
+
+
+class _StraightThrough(torch.autograd.Function):
+    """Forward: 1[x > 0] (= 1[sigmoid(x / tau) > 0.5]); backward: the soft sample's derivative s (1 - s) / tau.
+    One fused op: no soft-sample tensor kept besides s, no (hard - s).detach() + s arithmetic."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tau: float) -> torch.Tensor:
+        soft = torch.sigmoid(x / tau)
+        ctx.save_for_backward(soft)
+        ctx.tau = tau
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (soft,) = ctx.saved_tensors
+        return grad * soft * (1 - soft) / ctx.tau, None
 
 
 class GumbelSigmoid(Relaxation):
@@ -64,9 +81,9 @@ class GumbelSigmoid(Relaxation):
         return torch.sigmoid((logits + noise.to(logits.dtype)) / self.tau)
 
     def sample(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        soft = self.soft_sample(logits, generator)
-        hard = (soft > 0.5).to(soft.dtype)
-        return (hard - soft).detach() + soft
+        """b = stopgrad(1[s > 0.5] - s) + s, computed as one straight-through op on the noisy logit."""
+        noise = logistic_noise(logits.shape, generator, logits.device, torch.float32).to(logits.dtype)
+        return _StraightThrough.apply(logits + noise, self.tau)
 
     def deterministic(self, logits: torch.Tensor) -> torch.Tensor:
         """The keep probability sigmoid(l) (the soft view; binary eval masks threshold it)."""
