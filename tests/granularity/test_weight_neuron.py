@@ -180,3 +180,22 @@ def test_wrong_mask_shapes_and_kinds_are_refused():
     neurons = PrunableModel(tiny_model("gpt2"), PruningConfig(granularity="neuron", ablation="zero"))
     with pytest.raises(MaskShapeError, match="neurons mask has shape"):
         neurons.set_masks(neurons=torch.ones(LAYERS, 3))
+
+
+def test_neuron_resample_ablation_takes_another_examples_activation():
+    model, batch = tiny_model("llama"), make_batch("llama")
+    edited = copy.deepcopy(model)
+    wrapped = PrunableModel(model, PruningConfig(granularity="neuron", ablation="resample"))
+    masks = (torch.rand(LAYERS, INTERMEDIATE, generator=torch.Generator().manual_seed(5)) > 0.5).float()
+
+    def replace(layer):
+        def hook(module, args):
+            x = args[0]
+            return (torch.where(masks[layer].bool(), x, x.roll(1, dims=0)),)
+        return hook
+
+    for layer, module in enumerate(_down_projections(edited, "llama")):
+        module.register_forward_pre_hook(replace(layer))
+    wrapped.set_masks(neurons=masks)
+    wrapped.eval()
+    torch.testing.assert_close(_logits(wrapped, batch), _logits(edited, batch), rtol=0, atol=1e-6)
