@@ -5,6 +5,12 @@ The defaults reproduce the recipe of *The Heuristic Core* (appendix B, checked a
 one mask per attention head and per whole MLP block (`granularity="unit"`), mean ablation, hard-concrete masks
 (`relaxation="hard_concrete"`) with l = -0.1, r = 1.1, beta = 2/3, eps = 1e-6 and `log_alpha` initialized from
 N(10, 0.01). Validation needs only the registries' names, so building a config imports no torch.
+
+The weight-mask papers' settings: `granularity="weight"` (one mask per entry of the Linear / Conv1D weights selected by
+`target_modules`, `layers_to_transform`, `mask_bias`; zero ablation of weights) or `"neuron"` (MLP intermediate
+neurons); `relaxation="continuous_sparsification"` (Lepori: s init 0, beta 1 -> 200 by an epoch-end schedule, eval
+1[s > 0]) or `"gumbel_sigmoid"` (Csordás: keep probability 0.9 at init, tau 1, 4 mask samples per batch, eval
+1[l > 0]). `ablation=None` and `binarization=None` resolve to each choice's paper default.
 """
 
 from __future__ import annotations
