@@ -102,7 +102,7 @@ def main() -> None:
             optimizer.step()
             if step % 500 == 0:
                 print(f"mask pair {pair + 1} step {step}: loss {loss.item():.3f}, kept "
-                      f"{1 - float(pm.expected_sparsity()):.3f}", flush=True)
+                      f"{1 - float(pm.expected_sparsity().detach()):.3f}", flush=True)
         pm.eval()
         mask = pm.get_masks(binary=True)                   # 1[l > 0]
         masks[f"pair{pair + 1}"] = mask
