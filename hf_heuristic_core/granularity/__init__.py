@@ -2,8 +2,8 @@
 
 `unit` (attention heads and whole MLP blocks, *The Heuristic Core*'s units) is the default; `neuron` (MLP
 intermediate neurons) and `weight` (every entry of selected Linear / Conv1D parameters) are the finer ones.
-Adding a granularity is a new folder plus one line in `GRANULARITIES` (or `register_granularity(name, cls)` from outside the package); nothing
-in `PrunableModel` changes.
+Adding a granularity is a new folder plus one line in `GRANULARITIES` (or `register_granularity(name, cls)` from
+outside the package); nothing in `PrunableModel` changes.
 """
 
 from __future__ import annotations

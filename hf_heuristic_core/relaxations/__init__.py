@@ -2,7 +2,8 @@
 
 `hard_concrete` (Louizos et al., as in CoFi and *The Heuristic Core*) is the default; `continuous_sparsification`
 (Lepori et al., Zhang et al.) and `gumbel_sigmoid` (Csordás et al.) are the weight-mask papers' relaxations.
-A new relaxation is a module with a `Relaxation` subclass plus one line in `RELAXATIONS` (or `register_relaxation(name, cls)` from outside).
+A new relaxation is a module with a `Relaxation` subclass plus one line in `RELAXATIONS` (or
+`register_relaxation(name, cls)` from outside).
 """
 
 from __future__ import annotations
