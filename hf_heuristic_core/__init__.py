@@ -54,6 +54,10 @@ _EXPORTS: dict[str, str] = {
     "PruningTrainer": "training.trainer",
     "TeacherCache": "training.teacher",
     "kl_to_teacher": "training.losses",
+    **dict.fromkeys(["LeporiResult", "invert_masks", "mask_overlap", "performance_drop_table", "sharing_fractions",
+                     "specialization_scores", "subtask_test"], "analysis.subtasks"),
+    **dict.fromkeys(["ContinuousSparsification"], "relaxations.continuous_sparsification"),
+    **dict.fromkeys(["GumbelSigmoid"], "relaxations.gumbel_sigmoid"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -87,6 +91,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .data.tables import load_table
     from .data.tokenize import tokenize_dataset
     from .analysis.report import analyze
+    from .analysis.subtasks import (LeporiResult, invert_masks, mask_overlap, performance_drop_table,
+                                    sharing_fractions, specialization_scores, subtask_test)
+    from .relaxations.continuous_sparsification import ContinuousSparsification
+    from .relaxations.gumbel_sigmoid import GumbelSigmoid
     from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
     from .architectures.resolve import resolve_architecture
     from .artifacts import MaskArtifact, read_artifact

@@ -5,7 +5,9 @@ Loading checks that the artifact was made with the same granularity for a model 
 
 Format 2 stores, per mask kind, `logits.<kind>`, `forced.<kind>`, `fixed.<kind>`, `means.<kind>` and the binarized
 `mask.<kind>`. Format 1 (release 0.1: heads and MLP blocks only) stored the logits as `log_alpha.<kind>`; it is
-read as format 2.
+read as format 2. Weight masks (granularity "weight") are bit-packed as `packed.mask.<kind>` / `packed.fixed.<kind>`
+(`artifact_packing`), and the metadata names the granularity, relaxation and ablation; the relaxation's constants
+and schedule state (e.g. `cs_beta`) are in `pruning_config.json`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from safetensors.torch import load_file, save_file
 
 from .config import CONFIG_NAME, PruningConfig
 from .errors import ArtifactError, MaskShapeError
+from .artifact_packing import pack_weight_tensors, unpack_tensors
 from .io_utils import atomic_write_many
 
 MASKS_NAME = "masks.safetensors"
@@ -60,11 +63,14 @@ def upgrade_mask_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
 
 
 def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float | None = None,
-                  extra_metadata: dict[str, Any] | None = None, base_model: str | None = None) -> Path:
+                  extra_metadata: dict[str, Any] | None = None, base_model: str | None = None,
+                  include_logits: bool | None = None) -> Path:
     """Write the artifact of a `PrunableModel` into `save_directory` (created if needed).
 
     `base_model`: the Hub id of the base model, for a model loaded from a local folder; it is stored in
     `pruning_config.json` (`extra["base_model_hub_id"]`), named by the card, and kept for later saves.
+    Weight masks are bit-packed (`artifact_packing`); their fp32 logits are kept only with `include_logits=True`
+    (default: always for unit and neuron masks, never for weight masks, whose logits are 32x the packed masks).
     """
     if base_model is not None:
         set_base_model_hub_id(model.pruning_config, base_model)
@@ -73,11 +79,16 @@ def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float
     masks = model.get_masks(binary=True, sparsity=sparsity)
     tensors = model.mask_state_dict()
     tensors.update({f"mask.{kind}": mask.float().contiguous() for kind, mask in masks.items()})
+    weight_kinds = {kind for kind, spec in model.kinds.items() if spec.role == "weights"}
+    if weight_kinds:
+        tensors = pack_weight_tensors(tensors, weight_kinds, bool(include_logits))
     report = model.sparsity_report(masks)
     metadata = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "sparsity": repr(report["sparsity"]), "sparsity_params": repr(report["sparsity_params"]),
         "means": json.dumps(model.means_info, default=str),
+        "granularity": model.pruning_config.granularity, "relaxation": model.pruning_config.relaxation,
+        "ablation": model.pruning_config.ablation,
         **{k: json.dumps(v, default=str) for k, v in (extra_metadata or {}).items()},
     }
     config_text = json.dumps(model.pruning_config.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -170,8 +181,10 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
         f"| model type | {config.model_type} ({_shape_text(config)}) |",
         f"| granularity, relaxation | {config.granularity}, {config.relaxation} |",
         f"| units kept | {report['units_kept']} of {report['units_total']} |",
-        *[f"| {_KIND_NAMES.get(kind, kind)} kept | {report[f'{kind}_kept']} of {report[f'{kind}_total']} |"
-          for kind in model.enabled_kinds()],
+        *([f"| weights kept | {report['units_kept']} of {report['units_total']} in "
+           f"{len(model.enabled_kinds())} tensors (bit-packed masks) |"] if config.granularity == "weight" else
+          [f"| {_KIND_NAMES.get(kind, kind)} kept | {report[f'{kind}_kept']} of {report[f'{kind}_total']} |"
+           for kind in model.enabled_kinds()]),
         f"| sparsity (units) | {report['sparsity']:.4f} |",
         f"| sparsity (parameters) | {report['sparsity_params']:.4f} |",
         f"| ablation | {config.ablation} |",
@@ -259,6 +272,7 @@ def read_artifact(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> MaskA
     except (SafetensorError, OSError, ValueError) as err:
         raise ArtifactError(f"{masks_path} is corrupt or partial ({err}). Re-save the artifact.") from err
     version = metadata.get("format_version")
+    tensors = unpack_tensors(tensors, config.mask_shapes)
     masks = {key[len("mask."):]: value for key, value in tensors.items() if key.startswith("mask.")}
     if metadata.get("format") != FORMAT or not masks or (version == "1" and not {"heads", "mlps"} <= set(masks)):
         raise ArtifactError(f"{masks_path} is not a hf_heuristic_core mask file (missing format tag or masks).")
@@ -302,6 +316,11 @@ def load_artifact_into(model: Any, dir_or_repo_id: str | os.PathLike, **hub_kwar
     check_compatible(model, artifact.config, str(dir_or_repo_id))
     try:
         model.load_mask_state_dict(artifact.tensors)
+        without_logits = {kind: mask for kind, mask in artifact.masks.items()
+                          if f"logits.{kind}" not in artifact.tensors and f"fixed.{kind}" not in artifact.tensors
+                          and kind in model.enabled_kinds()}
+        if without_logits:   # packed weight masks saved without logits: the saved binary masks are the masks
+            model.set_masks(without_logits)
     except MaskShapeError as err:
         raise ArtifactError(f"The masks at {dir_or_repo_id} do not fit this model: {err}") from err
     means_info = artifact.metadata.get("means")

@@ -5,6 +5,12 @@ The defaults reproduce the recipe of *The Heuristic Core* (appendix B, checked a
 one mask per attention head and per whole MLP block (`granularity="unit"`), mean ablation, hard-concrete masks
 (`relaxation="hard_concrete"`) with l = -0.1, r = 1.1, beta = 2/3, eps = 1e-6 and `log_alpha` initialized from
 N(10, 0.01). Validation needs only the registries' names, so building a config imports no torch.
+
+The weight-mask papers' settings: `granularity="weight"` (one mask per entry of the Linear / Conv1D weights selected by
+`target_modules`, `layers_to_transform`, `mask_bias`; zero ablation of weights) or `"neuron"` (MLP intermediate
+neurons); `relaxation="continuous_sparsification"` (Lepori: s init 0, beta 1 -> 200 by an epoch-end schedule, eval
+1[s > 0]) or `"gumbel_sigmoid"` (Csordás: keep probability 0.9 at init, tau 1, 4 mask samples per batch, eval
+1[l > 0]). `ablation=None` and `binarization=None` resolve to each choice's paper default.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ class PruningConfig:
     relaxation: str = "hard_concrete"
     prune_heads: bool = True
     prune_mlps: bool = True
-    ablation: str = "mean"
+    # None: "mean" (the paper's), or "zero" for granularity="weight" (weight masking is zero ablation of weights).
+    ablation: str | None = None
 
     # Hard-concrete distribution (Louizos et al. 2018, as in CoFi / The Heuristic Core).
     init_mean: float = 10.0
@@ -50,8 +57,22 @@ class PruningConfig:
     limit_right: float = 1.1
     eps: float = 1e-6
 
-    # How learned masks become 0/1 masks.
-    binarization: str = "topk"
+    # Continuous sparsification (Lepori et al.): s init, beta now (the schedule's state) and beta_max.
+    cs_init: float = 0.0
+    cs_beta: float = 1.0
+    cs_beta_max: float = 200.0
+    # Gumbel-sigmoid (Csordás et al.): initial keep probability, temperature, mask samples per batch (one per chunk).
+    gumbel_init_prob: float = 0.9
+    gumbel_tau: float = 1.0
+    mask_samples: int | None = None
+
+    # Weight granularity: PEFT-style module names (or one regex), layer indices, whether biases get masks too.
+    target_modules: list[str] | str | None = None
+    layers_to_transform: list[int] | None = None
+    mask_bias: bool = False
+
+    # How learned masks become 0/1 masks (binarization None: the relaxation's paper rule, topk for hard concrete).
+    binarization: str | None = None
     binarization_scope: str = "global"
     threshold: float = 0.5
     eval_mask: str = "binary"
@@ -78,6 +99,15 @@ class PruningConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.ablation is None:
+            self.ablation = "zero" if self.granularity == "weight" else "mean"
+        if self.binarization is None:
+            self.binarization = "threshold" if self.relaxation in ("continuous_sparsification", "gumbel_sigmoid") \
+                else "topk"
+        if self.mask_samples is None:
+            self.mask_samples = 4 if self.relaxation == "gumbel_sigmoid" else 1
+        if isinstance(self.layers_to_transform, int):
+            self.layers_to_transform = [self.layers_to_transform]
         self.validate()
 
     def validate(self) -> None:
@@ -90,7 +120,7 @@ class PruningConfig:
         _check_choice("binarization", self.binarization, BINARIZATION_RULES)
         _check_choice("binarization_scope", self.binarization_scope, BINARIZATION_SCOPES)
         _check_choice("eval_mask", self.eval_mask, EVAL_MASKS)
-        if not (self.prune_heads or self.prune_mlps):
+        if self.granularity == "unit" and not (self.prune_heads or self.prune_mlps):
             raise ValueError("PruningConfig: prune_heads and prune_mlps are both False, so nothing can be pruned; "
                              "enable at least one of them.")
         if not (self.limit_left < 0.0 < 1.0 < self.limit_right):
@@ -106,6 +136,19 @@ class PruningConfig:
                              f"got {self.init_mean}, {self.init_std}.")
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"PruningConfig: threshold must be in (0, 1), got {self.threshold}.")
+        if not (self.cs_beta > 0 and self.cs_beta_max >= 1 and math.isfinite(self.cs_init)):
+            raise ValueError(f"PruningConfig: continuous sparsification needs cs_beta > 0, cs_beta_max >= 1 and a "
+                             f"finite cs_init, got {self.cs_beta}, {self.cs_beta_max}, {self.cs_init} (Lepori: 1, 200, "
+                             "0).")
+        if not (0.0 < self.gumbel_init_prob < 1.0 and self.gumbel_tau > 0):
+            raise ValueError(f"PruningConfig: gumbel_init_prob must be in (0, 1) and gumbel_tau > 0, got "
+                             f"{self.gumbel_init_prob}, {self.gumbel_tau} (Csordás: 0.9, 1).")
+        if not (isinstance(self.mask_samples, int) and self.mask_samples >= 1):
+            raise ValueError(f"PruningConfig: mask_samples must be an integer >= 1, got {self.mask_samples!r}.")
+        if self.granularity != "weight" and (self.target_modules is not None or self.layers_to_transform is not None
+                                             or self.mask_bias):
+            raise ValueError(f"PruningConfig: target_modules, layers_to_transform and mask_bias select weights, so "
+                             f"they need granularity='weight' (got granularity={self.granularity!r}).")
         if self.num_heads is not None and self.num_heads <= 0:
             raise ValueError(f"PruningConfig: num_heads must be positive, got {self.num_heads}.")
 

@@ -97,6 +97,7 @@ class MaskState(nn.Module):
         self.fixed = KindTensors(self.kinds)
         self.forced = KindTensors(self.kinds, {name: torch.zeros(kind.shape) for name, kind in self.kinds.items()})
         self.means = KindTensors(self.kinds)
+        self._forced_kinds: set[str] = set()   # kinds with a pinned entry: the others skip with_forced's full pass
         self._fresh = self._fingerprint()
 
     def _fingerprint(self) -> tuple:
@@ -121,6 +122,8 @@ class MaskState(nn.Module):
     # ------------------------------------------------------------------ drawing
     def with_forced(self, kind: str, z: torch.Tensor) -> torch.Tensor:
         """Forced units are exactly 1 or 0 whatever their logits say (no host sync)."""
+        if kind not in self._forced_kinds:
+            return z
         forced = self.forced.get(kind).to(z.device)
         return torch.where(forced != 0, (forced > 0).to(z.dtype), z)
 
@@ -213,6 +216,7 @@ class MaskState(nn.Module):
         if kind not in self.kinds:
             raise MaskShapeError(f"Unknown mask kind {kind!r}; this model's kinds are {list(self.kinds)}.")
         value = 1.0 if keep else -1.0
+        self._forced_kinds.add(kind)
         forced = self.forced.get(kind)
         chosen = self._selection(kind, selection).to(forced.device).bool()
         forced[chosen] = value
@@ -315,6 +319,8 @@ class MaskState(nn.Module):
         for kind in self.kinds:
             if f"forced.{kind}" in state:
                 self.forced.get(kind).copy_(state[f"forced.{kind}"].float())
+                if bool((state[f"forced.{kind}"] != 0).any()):
+                    self._forced_kinds.add(kind)
         self.clear_fixed()
         self.set_fixed(fixed)
         self.set_means({k: state[f"means.{k}"] for k in self.kinds if f"means.{k}" in state})

@@ -55,6 +55,7 @@ SUBCOMMANDS = {
     "effective-size": "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
     "analyze": "Report (tables, figures) of a folder of multi-seed pruning runs.",
     "export": "Turn a mask artifact into a smaller, faster plain model (pruned units removed, means folded).",
+    "subtasks": "Compare subtask masks (weight / neuron / unit): IoU, IoMin and shared fractions per layer.",
 }
 
 
@@ -104,6 +105,9 @@ def _command(name: str) -> Callable[[list[str]], int]:
     if name == "export":
         from .export import export_command
         return export_command
+    if name == "subtasks":
+        from .subtasks import subtasks_command
+        return subtasks_command
     if name == "effective-size":
         from .effective_size import effective_size_command
         return effective_size_command

@@ -1,8 +1,9 @@
 """What a mask covers. Each granularity is a folder with a `Granularity` subclass, registered by name.
 
-`unit` (attention heads and whole MLP blocks, *The Heuristic Core*'s units) is the default. Adding a granularity is a
-new folder plus one line in `GRANULARITIES` (or `register_granularity(name, cls)` from outside the package); nothing
-in `PrunableModel` changes.
+`unit` (attention heads and whole MLP blocks, *The Heuristic Core*'s units) is the default; `neuron` (MLP
+intermediate neurons) and `weight` (every entry of selected Linear / Conv1D parameters) are the finer ones.
+Adding a granularity is a new folder plus one line in `GRANULARITIES` (or `register_granularity(name, cls)` from
+outside the package); nothing in `PrunableModel` changes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from .._registry import Registry
 
 GRANULARITIES = Registry("granularity", __name__, {
     "unit": "unit.granularity:UnitGranularity",
+    "neuron": "neuron.granularity:NeuronGranularity",
+    "weight": "weight.granularity:WeightGranularity",
 })
 
 

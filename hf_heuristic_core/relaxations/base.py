@@ -22,6 +22,8 @@ class Relaxation(ABC):
     name: ClassVar[str] = ""
     # Logit that pins a forced unit in (its negative pins it out); the Heuristic Core's code uses +/-10.
     pinned_logit: ClassVar[float] = 10.0
+    # The binarization rule its paper uses when PruningConfig(binarization=None): "topk" or "threshold".
+    paper_binarization: ClassVar[str] = "topk"
 
     @classmethod
     @abstractmethod
@@ -47,3 +49,7 @@ class Relaxation(ABC):
     @abstractmethod
     def threshold_masks(self, logits: torch.Tensor, threshold: float) -> torch.Tensor:
         """The relaxation's own binarization rule (its paper's), for one mask tensor."""
+
+    def penalty(self, logits: torch.Tensor) -> torch.Tensor:
+        """The paper's fixed sparsity penalty for one mask tensor, before its weight (default: the expected L0)."""
+        return self.prob_keep(logits).sum()

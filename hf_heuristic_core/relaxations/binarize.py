@@ -84,8 +84,11 @@ def binarize_masks(kinds: Mapping[str, Any], logits: Mapping[str, torch.Tensor],
         spec = kinds[kind]
         pinned = forced[kind].cpu()
         scores.append(torch.where(pinned != 0, pinned * 1e9, logit.detach().float().cpu()).flatten())
-        groups.append(torch.tensor([group_ids.setdefault((spec.stack, layer), len(group_ids))
-                                    for layer in spec.layer_index().flatten().tolist()], dtype=torch.long))
+        if per_layer:   # one group per (stack, layer); built with tensor ops (weight kinds have millions of entries)
+            layers = spec.shape[spec.layer_dim] if spec.layer_dim is not None else 1
+            lookup = torch.tensor([group_ids.setdefault((spec.stack, layer), len(group_ids))
+                                   for layer in range(layers)], dtype=torch.long)
+            groups.append(lookup[spec.layer_index().flatten()])
     flat = topk_binarize(torch.cat(scores), sparsity, torch.cat(groups) if per_layer else None)
     masks, offset = {}, 0
     for kind, spec in kinds.items():

@@ -47,7 +47,18 @@ class PruningFields:
         "help": "Run the student with dropout. Off by default: a student with dropout cannot reach KL 0 against "
                 "a teacher without it."})
     final_binarization: str = field(default="topk", metadata={
-        "help": "topk: exactly round(target * N) units pruned; threshold: the paper's deterministic-then-threshold rule."})
+        "help": "topk: exactly round(target * N) units pruned; threshold: the relaxation's paper rule (hard concrete: "
+                "deterministic-then-threshold; continuous sparsification: s > 0; Gumbel-sigmoid: l > 0). With "
+                "sparsity_control=penalty there is no target, so the paper rule is used."})
+    objective: str = field(default="kl", metadata={
+        "help": "kl: KL to the full model (The Heuristic Core); task: the task loss on the batch's labels (Lepori, "
+                "Csordás: masks for a subtask); task+kl: both. See training.objectives."})
+    sparsity_control: str = field(default="lagrangian", metadata={
+        "help": "lagrangian: reach target_sparsity with Lagrange multipliers; penalty: the papers' fixed penalty "
+                "(penalty_weight times the relaxation's penalty)."})
+    penalty_weight: float | None = field(default=None, metadata={
+        "help": "Weight of the fixed penalty: lambda (continuous sparsification, default 1e-8) or alpha "
+                "(Gumbel-sigmoid, on the logits' sum / batch size, default 1e-4)."})
     final_threshold: float = field(default=0.5, metadata={
         "help": "Threshold of the paper's rule (it used 0.5 at 50%% and 0.35 at 70%%)."})
     warmup_steps: float = field(default=200, metadata={

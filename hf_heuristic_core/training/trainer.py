@@ -25,6 +25,7 @@ from ..model import PrunableModel
 from .arguments import PruningArguments
 from .lagrangian import LagrangeMultipliers
 from .losses import kl_to_teacher
+from .objectives import MaskObjective
 from .judging import EXAMPLE_INDEX_COLUMN, SubnetworkJudging
 from .recipes import PAPER_INIT_MEAN, apply_recipe, planned_steps, resolve_recipe
 from .teacher import TeacherCache, budget_message, choose_storage, format_bytes, gigabytes
@@ -81,6 +82,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         model.generator.manual_seed(args.seed)
         self.initial_logits: dict[str, torch.Tensor] | None = None
         self.convergence = None
+        self.objective = MaskObjective(self)   # task loss, fixed penalties, chunked samples (training.objectives)
 
     def _start_masks(self, model: PrunableModel, args: PruningArguments) -> None:
         """Logits nobody has set, loaded or trained start from this run's seed (so the seed alone decides the run),
@@ -244,6 +246,8 @@ class PruningTrainer(SubnetworkJudging, Trainer):
 
     def compute_loss(self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None):
+        if not self.objective.is_default:
+            return self.objective.compute_loss(model, inputs, return_outputs)
         prunable = self.prunable
         inputs = dict(inputs)
         example_index = inputs.pop(EXAMPLE_INDEX_COLUMN, None)
@@ -330,6 +334,8 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             logs["sparsity_target"] = self.current_target()
             logs["lambda_1"] = float(self.lagrangian.lambda_1.detach())
             logs["lambda_2"] = float(self.lagrangian.lambda_2.detach())
+            logs.update({key: float(self._running[key]) / count for key in ("task_loss", "penalty")
+                         if key in self._running})
             self._running, self._running_count = {}, 0
         super().log(logs, *args, **kwargs)
 
@@ -340,7 +346,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             return
         os.makedirs(output_dir, exist_ok=True)
         prunable = self.prunable
-        prunable.save_pretrained(output_dir)
+        prunable.save_pretrained(output_dir, include_logits=True)  # resumable: logits too
         from ..io_utils import atomic_write
         state = {"lagrangian": {k: v.detach().cpu() for k, v in self.lagrangian.state_dict().items()},
                  "generator": prunable.generator.get_state() if prunable.generator is not None else None,

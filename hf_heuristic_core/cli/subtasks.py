@@ -1,0 +1,101 @@
+"""`hf-heuristic-core subtasks`: compare the masks of several subtasks (Csordás' sharing, IoU / IoMin per layer).
+
+    hf-heuristic-core subtasks --masks runs/pair1 runs/pair2 --names pair1 pair2 --reference runs/full \\
+        --output_dir runs/subtasks
+
+Reads mask artifacts only (no model, no data): writes `subtasks.json` (per-layer IoU, IoMin and sizes of the first
+two masks, each mask's shared fraction per layer, and with `--reference` the fraction of the full-task mask each
+subtask mask keeps), `subtasks.md` and the sharing figure. Accuracy-based analyses (Lepori's subtask test, the
+inverted-mask performance-drop table) need the model and each subtask's data: run
+`hf_heuristic_core.analysis.subtasks.subtask_test` / `performance_drop_table` from Python.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+DESCRIPTION = "Compare subtask masks: per-layer IoU / IoMin, shared fractions, kept share of a full-task mask."
+
+
+@dataclass
+class SubtasksArguments:
+    masks: list[str] = field(metadata={"help": "Two or more mask artifact folders (or Hub ids), one per subtask."})
+    output_dir: str = field(metadata={"help": "Where to write subtasks.json, subtasks.md and the figure."})
+    names: list[str] | None = field(default=None, metadata={"help": "A name per mask (default: folder names)."})
+    reference: str | None = field(default=None, metadata={
+        "help": "The full-task mask artifact: report |M_k & M_0| / |M_0| per layer for each subtask mask."})
+    figure: bool = field(default=True, metadata={"help": "Write the sharing bar chart (needs matplotlib)."})
+
+
+def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
+    from ..analysis.subtasks import mask_overlap, remaining_fraction, sharing_fractions
+    from ..artifacts import read_artifact
+    from ..errors import ArtifactError
+    from ..io_utils import atomic_write_text
+
+    if len(args.masks) < 2:
+        raise ArtifactError(f"subtasks compares masks: pass at least two artifacts to --masks, got {args.masks}.")
+    names = list(args.names) if args.names else [Path(m).name for m in args.masks]
+    if len(names) != len(args.masks) or len(set(names)) != len(names):
+        raise ArtifactError(f"--names must give one distinct name per mask ({len(args.masks)}), got {names}.")
+    artifacts = [read_artifact(m) for m in args.masks]
+    granularities = {a.config.granularity for a in artifacts}
+    shapes = [{k: tuple(v.shape) for k, v in a.masks.items()} for a in artifacts]
+    if len(granularities) != 1 or any(s != shapes[0] for s in shapes):
+        raise ArtifactError(f"The masks are of different granularities {sorted(granularities)} or shapes; compare "
+                            "masks of one granularity made for one model.")
+    masks = {name: artifact.masks for name, artifact in zip(names, artifacts)}
+    summary: dict[str, Any] = {"names": names, "granularity": granularities.pop(),
+                               "overlap": {f"{names[0]} vs {names[1]}": mask_overlap(masks[names[0]],
+                                                                                     masks[names[1]])},
+                               "sharing": sharing_fractions(masks)}
+    if args.reference:
+        reference = read_artifact(args.reference).masks
+        summary["remaining"] = {name: remaining_fraction(m, reference) for name, m in masks.items()}
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "subtasks.json", json.dumps(summary, indent=2, default=_json_number) + "\n")
+    atomic_write_text(out / "subtasks.md", _markdown(summary))
+    if args.figure:
+        from ..plotting_subtasks import plot_sharing_bars
+        plot_sharing_bars(summary["sharing"], path=out / "sharing")
+    return summary
+
+
+def _json_number(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else str(value)
+
+
+def _fmt(value: float) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def _markdown(summary: dict[str, Any]) -> str:
+    names = summary["names"]
+    (pair, rows), = summary["overlap"].items()
+    lines = [f"# Subtask masks ({summary['granularity']})", "", f"## Overlap: {pair}", "",
+             "| layer | kept A | kept B | IoU | IoMin |", "|---|---|---|---|---|"]
+    lines += [f"| {layer} | {r['size_a']} | {r['size_b']} | {_fmt(r['iou'])} | {_fmt(r['iomin'])} |"
+              for layer, r in rows.items()]
+    lines += ["", "## Shared fraction of each mask's weights", "", "| layer | " + " | ".join(names) + " |",
+              "|---|" + "---|" * len(names)]
+    for layer in summary["sharing"][names[0]]:
+        lines.append(f"| {layer} | " + " | ".join(_fmt(summary["sharing"][n][layer]) for n in names) + " |")
+    if "remaining" in summary:
+        lines += ["", "## Share of the full-task mask kept", "", "| mask | total |", "|---|---|"]
+        lines += [f"| {n} | {_fmt(summary['remaining'][n]['total'])} |" for n in names]
+    return "\n".join(lines) + "\n"
+
+
+def subtasks_command(argv: Sequence[str]) -> int:
+    from transformers import HfArgumentParser
+    parser = HfArgumentParser(SubtasksArguments, prog="hf-heuristic-core subtasks", description=DESCRIPTION)
+    (args,) = parser.parse_args_into_dataclasses(args=list(argv))
+    summary = run_subtasks(args)
+    totals = ", ".join(f"{n} {_fmt(summary['sharing'][n]['total'])}" for n in summary["names"])
+    print(f"Shared fraction (total): {totals}. Written to {args.output_dir}/subtasks.md")
+    return 0
