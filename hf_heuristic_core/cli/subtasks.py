@@ -61,7 +61,7 @@ def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
     atomic_write_text(out / "subtasks.json", json.dumps(summary, indent=2, default=_json_number) + "\n")
     atomic_write_text(out / "subtasks.md", _markdown(summary))
     if args.figure:
-        from ..plotting_subtasks import plot_sharing_bars
+        from ..plotting.subtasks import plot_sharing_bars
         plot_sharing_bars(summary["sharing"], path=out / "sharing")
     return summary
 

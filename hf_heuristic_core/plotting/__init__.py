@@ -5,7 +5,7 @@ Every ``plot_*`` function takes plain data (torch tensors, numpy arrays, lists, 
 including headless ``Agg``) and returns it. When ``path`` is given the figure is also written as ``<stem>.png``
 (150 dpi) and ``<stem>.pdf``; see :func:`save_figure` and :func:`figure_paths`.
 
-One module per figure family (`masks`, `accuracy`, `ablation`, `effective_size`, `attention`) over shared plumbing
+One module per figure family (`masks`, `accuracy`, `ablation`, `effective_size`, `attention`, `subtasks`) over shared plumbing
 (`_base`). matplotlib is an optional dependency (``pip install hf_heuristic_core[plot]``), imported only when a
 function here is called.
 """
@@ -18,6 +18,7 @@ from .accuracy import plot_accuracy_vs_sparsity, plot_subnetwork_accuracies
 from .attention import plot_attention_pattern
 from .effective_size import plot_effective_size
 from .masks import plot_joint_frequency, plot_mask_grid
+from .subtasks import plot_sharing_bars, plot_subtask_differences
 
 __all__ = [
     "CASE_LABELS",
@@ -30,6 +31,8 @@ __all__ = [
     "plot_effective_size",
     "plot_joint_frequency",
     "plot_mask_grid",
+    "plot_sharing_bars",
     "plot_subnetwork_accuracies",
+    "plot_subtask_differences",
     "save_figure",
 ]

@@ -99,7 +99,7 @@ def test_subtask_test_on_a_network_with_two_separate_paths():
 
 def test_subtask_figures_are_written(tmp_path):
     pytest.importorskip("matplotlib")
-    from hf_heuristic_core.plotting_subtasks import plot_sharing_bars, plot_subtask_differences
+    from hf_heuristic_core.plotting.subtasks import plot_sharing_bars, plot_subtask_differences
     shares = sharing_fractions({"A": _t(A), "B": _t(B)})
     fig = plot_sharing_bars(shares, path=tmp_path / "sharing")
     assert len(fig.axes[0].patches) == 2 * 3   # two masks x (two layers + total)

@@ -20,7 +20,7 @@ def _figure(figsize: tuple[float, float]):
 
 def _save(fig: Any, path: Any) -> None:
     if path is not None:
-        from .plotting import save_figure
+        from ._base import save_figure
         save_figure(fig, path)
 
 
