@@ -10,7 +10,8 @@ import transformers
 from safetensors import safe_open
 
 from hf_heuristic_core import PrunableModel, PruningConfig
-from hf_heuristic_core.cli import main, parse_layers
+from hf_heuristic_core.cli import main
+from hf_heuristic_core.cli.prune import parse_layers
 
 
 @pytest.fixture(scope="module")
