@@ -11,8 +11,6 @@ changes, and `unwrap()` removes every hook.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import itertools
 import logging
 import os
 from typing import Any, Iterator, Mapping
@@ -21,10 +19,10 @@ import torch
 from torch import nn
 
 from .ablation import alignment
-from .ablation.means import after_output_dropout, collect_means
+from .ablation.compute import compute_model_means
 from .ablation.modes import ABLATIONS
 from .architectures.resolve import transformers_model
-from .batching import batch_size_of, iterate_batches, model_input_names, progress
+from .batching import batch_size_of
 from .config import PruningConfig
 from .errors import MissingMeansError, PruningError
 from .granularity import get_granularity
@@ -391,52 +389,12 @@ class PrunableModel(nn.Module):
         BART: functional; Phi: shared with attention) keep the mean at the MLP output projection.
         """
         self._check_usable()
-        alignment.check_virtual_tokens_mode(virtual_tokens)
-        sites = {kind: [dataclasses.replace(site, stack=self.kinds[kind].stack) for site in layer_sites]
-                 for kind, layer_sites in self.granularity.mean_sites().items()}
-        if not sites:
-            raise PruningError(f"The {self.pruning_config.granularity!r} granularity has no mean ablation; use "
-                               "PruningConfig(ablation='zero').")
-        if keep_dropout:
-            sites = self._sites_after_dropout(sites)
-        device = torch.device(device) if device is not None else next(self.model.parameters()).device
-        pad_token_id = getattr(self.config, "pad_token_id", None) or 0
-        batches, total = iterate_batches(data, batch_size, pad_token_id, collate_fn)
-        if max_batches is not None:
-            batches, total = itertools.islice(batches, max_batches), min(total or max_batches, max_batches)
-        was_training = self.training
-        self.eval()
-        if keep_dropout:
-            self.model.train()   # dropout active, as the student sees it; masks are disabled below
-        try:
-            hf_model = transformers_model(self.model)
-            aligner = alignment.TokenAligner(alignment.virtual_tokens_of(self.model), virtual_tokens,
-                                             pad_token_id)
-            with self.masks_disabled():
-                means, info = collect_means(self.model, progress(batches, total, show_progress, "computing means"),
-                                            sites, device, model_input_names(hf_model), aligner,
-                                            alignment.backbone_of(hf_model))
-        finally:
-            self.train(was_training)
-        shaped = {kind: torch.stack(values).view(self.kinds[kind].means_shape) for kind, values in means.items()}
-        info["keep_dropout"] = bool(keep_dropout)
-        if aligner.virtual is not None:
-            info["virtual_tokens"] = {"method": aligner.virtual.method, "count": aligner.virtual.count,
-                                      "counted": virtual_tokens == "include" and aligner.virtual.in_activations}
+        shaped, info = compute_model_means(self, data, batch_size=batch_size, max_batches=max_batches,
+                                           show_progress=show_progress, collate_fn=collate_fn, device=device,
+                                           virtual_tokens=virtual_tokens, keep_dropout=keep_dropout)
         self.set_means(shaped, info={**info, "base_model": self.pruning_config.base_model_name_or_path,
                                      "base_model_revision": self.pruning_config.base_model_revision})
         return dict(self.means_info)
-
-    def _sites_after_dropout(self, sites: dict[str, list]) -> dict[str, list]:
-        architecture = self.granularity.architecture
-        stacks = {stack.name: stack for stack in getattr(architecture, "stacks", [])}
-        mlp_kinds = {name: stacks[kind.stack] for name, kind in self.kinds.items()
-                     if kind.role == "mlps" and name in sites and kind.stack in stacks}
-        moved, kept = after_output_dropout(sites, mlp_kinds, overridden=bool(self.pruning_config.mlp_output))
-        if kept:
-            logger.info("keep_dropout: the MLP means of %s are taken at the MLP output projection (no dropout module "
-                        "of the MLP's own in this architecture, or mlp_output overridden).", kept)
-        return moved
 
     def set_means(self, means: Mapping[str, torch.Tensor] | torch.Tensor, mlp_means: torch.Tensor | None = None,
                   info: dict[str, Any] | None = None) -> None:

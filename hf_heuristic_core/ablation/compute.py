@@ -1,0 +1,78 @@
+"""Mean activations of a wrapped model: the sites its granularity names, over the real tokens of the data.
+
+Kept apart from `PrunableModel` so the orchestrator only installs the result; the work (token alignment under PEFT,
+the MLP mean after the output dropout, batching) is here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+from typing import Any
+
+import torch
+
+from ..architectures.resolve import transformers_model
+from ..batching import iterate_batches, model_input_names, progress
+from ..errors import PruningError
+from . import alignment
+from .means import after_output_dropout, collect_means
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["compute_model_means"]
+
+
+def compute_model_means(prunable: Any, data: Any, *, batch_size: int = 32, max_batches: int | None = None,
+                        show_progress: bool = True, collate_fn=None, device: torch.device | str | None = None,
+                        virtual_tokens: str = "exclude", keep_dropout: bool = False
+                        ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Means by kind (shaped as each kind's `means_shape`) and how they were taken; see
+    `PrunableModel.compute_means` for the arguments."""
+    alignment.check_virtual_tokens_mode(virtual_tokens)
+    sites = {kind: [dataclasses.replace(site, stack=prunable.kinds[kind].stack) for site in layer_sites]
+             for kind, layer_sites in prunable.granularity.mean_sites().items()}
+    if not sites:
+        raise PruningError(f"The {prunable.pruning_config.granularity!r} granularity has no mean ablation; use "
+                           "PruningConfig(ablation='zero').")
+    if keep_dropout:
+        sites = _sites_after_dropout(prunable, sites)
+    device = torch.device(device) if device is not None else next(prunable.model.parameters()).device
+    pad_token_id = getattr(prunable.config, "pad_token_id", None) or 0
+    batches, total = iterate_batches(data, batch_size, pad_token_id, collate_fn)
+    if max_batches is not None:
+        batches, total = itertools.islice(batches, max_batches), min(total or max_batches, max_batches)
+    was_training = prunable.training
+    prunable.eval()
+    if keep_dropout:
+        prunable.model.train()   # dropout active, as the student sees it; masks are disabled below
+    try:
+        hf_model = transformers_model(prunable.model)
+        aligner = alignment.TokenAligner(alignment.virtual_tokens_of(prunable.model), virtual_tokens,
+                                         pad_token_id)
+        with prunable.masks_disabled():
+            means, info = collect_means(prunable.model, progress(batches, total, show_progress, "computing means"),
+                                        sites, device, model_input_names(hf_model), aligner,
+                                        alignment.backbone_of(hf_model))
+    finally:
+        prunable.train(was_training)
+    shaped = {kind: torch.stack(values).view(prunable.kinds[kind].means_shape) for kind, values in means.items()}
+    info["keep_dropout"] = bool(keep_dropout)
+    if aligner.virtual is not None:
+        info["virtual_tokens"] = {"method": aligner.virtual.method, "count": aligner.virtual.count,
+                                  "counted": virtual_tokens == "include" and aligner.virtual.in_activations}
+    return shaped, info
+
+
+def _sites_after_dropout(prunable: Any, sites: dict[str, list]) -> dict[str, list]:
+    architecture = prunable.granularity.architecture
+    stacks = {stack.name: stack for stack in getattr(architecture, "stacks", [])}
+    mlp_kinds = {name: stacks[kind.stack] for name, kind in prunable.kinds.items()
+                 if kind.role == "mlps" and name in sites and kind.stack in stacks}
+    moved, kept = after_output_dropout(sites, mlp_kinds, overridden=bool(prunable.pruning_config.mlp_output))
+    if kept:
+        logger.info("keep_dropout: the MLP means of %s are taken at the MLP output projection (no dropout module "
+                    "of the MLP's own in this architecture, or mlp_output overridden).", kept)
+    return moved
+
