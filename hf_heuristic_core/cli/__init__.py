@@ -72,11 +72,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hf-heuristic-core: error: unknown command '{command}'; choose one of {sorted(SUBCOMMANDS)}.",
               file=sys.stderr)
         return 2
-    if command != "prune" and wants_help(rest):
+    if command in FAST_HELP and wants_help(rest):
         print(command_help(command))
         return 0
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     return run_reporting_errors(command, _command(command), rest)
+
+
+FAST_HELP = ("study", "effective-size", "analyze")   # prune renders its own; export and subtasks use their parsers
 
 
 def command_help(name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 
@@ -60,3 +61,15 @@ def test_help_imports_neither_torch_nor_transformers(command):
             "assert not heavy, heavy")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert completed.returncode == 0, completed.stderr[-2000:]
+
+
+@pytest.mark.parametrize("command", ["prune", "study", "effective-size", "analyze", "export", "subtasks"])
+def test_every_command_shows_its_own_help(command, capsys):
+    """Each subcommand's --help is its own (export and subtasks once fell through to analyze's)."""
+    from hf_heuristic_core.cli import main
+    with contextlib.suppress(SystemExit):
+        assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert f"hf-heuristic-core {command}" in text.splitlines()[0] or f"hf-heuristic-core {command}" in text[:300]
+    if command != "analyze":
+        assert "hf-heuristic-core analyze" not in text
