@@ -322,4 +322,19 @@ def summary_table(results: EffectiveSizeResults) -> str:
         lines.append("  ".join(cells))
     if seeds > 1:
         lines.append(f"size: mean over {seeds} pruning seeds ± half the min-max range")
+    flagged = not_converged(results)
+    if flagged:
+        lines.append("NOT CONVERGED (the pruning run's subnetwork was no better than random ones of its size; its "
+                     "levels are not evidence): " + "; ".join(f"step {step} seed {seed}" for step, seed in flagged))
     return "\n".join(lines)
+
+
+def not_converged(results: EffectiveSizeResults) -> list[tuple[int, int]]:
+    """(step, seed) of every pruning run whose convergence check failed at some level (entries record
+    `converged[seed][level]`; levels without a verdict, e.g. pruning nothing, are skipped)."""
+    flagged = []
+    for step, entry in sorted(results.entries.items()):
+        for seed, levels in sorted((entry.get("converged") or {}).items(), key=lambda item: int(item[0])):
+            if any(verdict is False for verdict in (levels or {}).values()):
+                flagged.append((int(step), int(seed)))
+    return flagged

@@ -63,6 +63,14 @@ def test_summary_table_shows_mean_plus_minus_half_the_range(tmp_path):
     assert lines[4] == "size: mean over 3 pruning seeds ± half the min-max range"
 
 
+def test_summary_table_flags_runs_that_did_not_converge(tmp_path):
+    results = hand_made(tmp_path)
+    results.entries[40]["converged"] = {"0": {"0.1": True, "0.5": True}, "2": {"0.1": None, "0.5": False}}
+    results.entries[10]["converged"] = {"1": {"0.1": False, "0.5": False}}
+    last = summary_table(results).splitlines()[-1]
+    assert last.startswith("NOT CONVERGED") and last.endswith(": step 10 seed 1; step 40 seed 2")
+
+
 def test_tracker_with_two_seeds_reports_each_seed_and_the_band(tmp_path, data):
     for step in (5, 10):
         tiny_bert(seed=step).save_pretrained(tmp_path / f"checkpoint-{step}")
