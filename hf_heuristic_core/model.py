@@ -23,6 +23,7 @@ from .ablation.compute import compute_model_means
 from .ablation.modes import ABLATIONS
 from .architectures.resolve import transformers_model
 from .batching import batch_size_of
+from .checkpointing import MaskReplayCheckpointing
 from .config import PruningConfig
 from .errors import MissingMeansError, PruningError
 from .granularity import get_granularity
@@ -34,7 +35,7 @@ from .relaxations.binarize import check_sparsity
 logger = logging.getLogger(__name__)
 
 
-class PrunableModel(nn.Module):
+class PrunableModel(MaskReplayCheckpointing, nn.Module):
     """Wraps a loaded model; forwards every kwarg to it and masks its units on the way.
 
     In training mode masks are sampled from the relaxation; in eval mode they are deterministic: the fixed masks if
@@ -217,42 +218,6 @@ class PrunableModel(nn.Module):
         return self.mask_state.num_units()
 
     # ------------------------------------------------------------------ switches
-    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any] | None = None,
-                                        **options: Any) -> None:
-        """Enable the wrapped model's activation (gradient) checkpointing so that recomputation in backward reuses
-        the masks of the forward pass being recomputed, even when several forwards run before one backward.
-        `Trainer(args=...(activation_checkpointing=True))` calls this."""
-        kwargs = {"use_reentrant": False, **(activation_checkpointing_kwargs or {})}
-        if kwargs["use_reentrant"]:
-            raise PruningError("PrunableModel needs non-reentrant gradient checkpointing (use_reentrant=False) to "
-                               "replay each forward pass's masks during recomputation.")
-        kwargs["context_fn"] = self._checkpoint_contexts
-        enable = getattr(self.model, "activation_checkpointing_enable", None)
-        if enable is not None:
-            enable(activation_checkpointing_kwargs=kwargs, **options)
-        else:   # a model (e.g. a PEFT wrapper) that only has the older name
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs, **options)
-
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None,
-                                      **options: Any) -> None:
-        """The transformers 4.x name of `activation_checkpointing_enable`."""
-        self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **options)
-
-    def _checkpoint_contexts(self):
-        """(forward context, recompute context) for torch.utils.checkpoint: the recompute sees this pass's masks."""
-        captured, enabled = dict(self._current), self._masks_enabled
-
-        @contextlib.contextmanager
-        def replay() -> Iterator[None]:
-            saved = (self._current, self._masks_enabled)
-            self._current, self._masks_enabled = captured, enabled
-            try:
-                yield
-            finally:
-                self._current, self._masks_enabled = saved
-
-        return contextlib.nullcontext(), replay()
-
     @contextlib.contextmanager
     def masks_disabled(self) -> Iterator["PrunableModel"]:
         """Run the full, unmasked model (the teacher) inside this block."""
