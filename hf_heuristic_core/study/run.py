@@ -92,6 +92,24 @@ class StudyArguments:
             raise ValueError(f"--pruning_recipe must be short or paper, got {self.pruning_recipe!r}.")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"--device must be auto, cuda or cpu, got {self.device!r}.")
+        self._check_lists()
+
+    def _check_lists(self) -> None:
+        """Comma-separated levels and seeds are parsed now, so a typo fails before minutes of fine-tuning."""
+        for name, parse, example in (("sparsities", self.floats, "0.5,0.7"),
+                                     ("effective_size_sparsities", self.floats, "0.1,0.3,0.5"),
+                                     ("seeds", self.ints, "0,1,2,3"), ("effective_size_seeds", self.ints, "0,1,2")):
+            text = getattr(self, name)
+            try:
+                values = parse(text)
+            except ValueError:
+                raise ValueError(f"--{name} {text!r} is not a comma-separated list of "
+                                 f"{'numbers' if parse == self.floats else 'integers'}, e.g. {example}.") from None
+            if not values:
+                raise ValueError(f"--{name} is empty; pass e.g. {example}.")
+            if parse == self.floats and any(not 0.0 <= v < 1.0 for v in values):
+                raise ValueError(f"--{name} {text!r}: every level is a fraction in [0, 1) (0.5 for 50%), "
+                                 f"e.g. {example}.")
 
     @classmethod
     def read_config(cls, path: str | os.PathLike) -> dict[str, Any]:

@@ -97,6 +97,21 @@ def test_study_config_file_and_bad_values(tmp_path):
         StudyArguments(config=str(config))
     with pytest.raises(ValueError, match="--finetune must be"):
         StudyArguments(finetune="sometimes")
+    # Lists are parsed before any work: a typo fails now, not after minutes of fine-tuning.
+    with pytest.raises(ValueError, match="--seeds 'abc' is not a comma-separated list of integers"):
+        StudyArguments(seeds="abc")
+    with pytest.raises(ValueError, match=r"--sparsities '50,70': every level is a fraction in \[0, 1\) \(0.5 for 50%\)"):
+        StudyArguments(sparsities="50,70")
+    with pytest.raises(ValueError, match="--effective_size_seeds is empty"):
+        StudyArguments(effective_size_seeds=",")
+
+
+def test_study_list_typo_is_one_line_on_the_cli(tmp_path, capsys):
+    assert main(["study", "--output_dir", str(tmp_path / "s"), "--seeds", "0,x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["hf-heuristic-core study: error: --seeds '0,x' is not a comma-separated list of integers, "
+                   "e.g. 0,1,2,3."]
+    assert not (tmp_path / "s").exists()
 
 
 def test_flags_win_over_the_config_file(tmp_path):
