@@ -107,7 +107,7 @@ class StudyArguments:
                                  f"{'numbers' if parse == self.floats else 'integers'}, e.g. {example}.") from None
             if not values:
                 raise ValueError(f"--{name} is empty; pass e.g. {example}.")
-            if parse == self.floats and any(not 0.0 <= v < 1.0 for v in values):
+            if parse == self.floats and not all(_is_fraction(v) for v in values):
                 raise ValueError(f"--{name} {text!r}: every level is a fraction in [0, 1) (0.5 for 50%), "
                                  f"e.g. {example}.")
 
@@ -318,3 +318,13 @@ def write_study_report(out: Path, summary: dict[str, Any], effective: Any, repor
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     atomic_write_text(out / "report.json", json.dumps({"study": summary, "analysis": report}, indent=2,
                                                       default=str) + "\n")
+
+
+def _is_fraction(value: float) -> bool:
+    """The package's one sparsity rule (relaxations.binarize.check_sparsity), as a yes/no for the list check."""
+    from ..relaxations.binarize import check_sparsity
+    try:
+        check_sparsity(value)
+    except ValueError:
+        return False
+    return True
