@@ -155,8 +155,10 @@ def _search(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str,
         means_data = train_dataset
         if hasattr(train_dataset, "select") and len(train_dataset) > means_examples:
             means_data = train_dataset.select(range(means_examples))
+        # with keep_dropout the masks train with dropout on, so the MLP means must be taken the same way (as
+        # prune_many and `prune` do); otherwise the ablated value differs from the one training saw
         prunable.compute_means(means_data, batch_size=eval_kwargs["batch_size"], collate_fn=collate_fn,
-                               show_progress=show_progress)
+                               show_progress=show_progress, keep_dropout=bool(overrides.get("keep_dropout", False)))
     full_cache: dict[str, list[torch.Tensor]] = {}
     full = full_model_accuracy(prunable, eval_sets, full_model_cache=full_cache, **eval_kwargs)
     unlabeled = [name for name in eval_sets if name not in full]

@@ -136,6 +136,24 @@ def test_output_dir_holds_one_artifact_per_level_with_means_of_this_checkpoint(d
     reference.unwrap()
 
 
+@pytest.mark.parametrize("keep_dropout", [False, True])
+def test_means_are_taken_the_way_the_masks_train(data, monkeypatch, keep_dropout):
+    """With keep_dropout the masks train with dropout on, so the MLP means must be taken with it too (as `prune` and
+    prune_many do); the search used to take them without it whatever the overrides said."""
+    seen = []
+    original = PrunableModel.compute_means
+
+    def recording(self, *args, **kwargs):
+        seen.append(kwargs.get("keep_dropout", False))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(PrunableModel, "compute_means", recording)
+    search_effective_size(tiny_bert(), data["train"], {"a": data["a"]}, sparsities=[0.2], strategy="nested",
+                          steps_per_run=2, pruning_overrides={**FAST, "keep_dropout": keep_dropout},
+                          means_examples=16)
+    assert seen == [keep_dropout]
+
+
 def test_result_round_trips_through_json(data):
     result = search_effective_size(tiny_bert(), data["train"], {"a": data["a"]}, sparsities=[0.3],
                                    climb=ClimbSchedule(ramp_steps=1, settle_steps=0, max_wait_steps=1),
