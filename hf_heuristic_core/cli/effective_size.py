@@ -89,7 +89,8 @@ def effective_size_command(argv: Sequence[str]) -> int:
     if argv and not argv[0].startswith("-"):
         argv = ["--output_dir", argv[0], *argv[1:]]
     parser = HfArgumentParser(EffectiveSizeArguments, prog="hf-heuristic-core effective-size",
-                              description=DESCRIPTION)
+                              description=DESCRIPTION,
+                              usage="hf-heuristic-core effective-size RUN_DIR [flags] (see --help)")
     (arguments,) = parser.parse_args_into_dataclasses(args=argv)
     results = run_effective_size(arguments)
     print(summary_table(results))

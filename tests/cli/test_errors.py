@@ -150,3 +150,12 @@ def test_a_bad_value_gets_a_short_usage_and_one_error_line(tmp_path, data_file, 
     err = capsys.readouterr().err
     assert "argument --max_steps/--max-steps: invalid int value: 'abc'" in err
     assert len(err.splitlines()) <= 3, err   # not the ~150-flag usage argparse writes by default
+
+
+def test_effective_size_parse_errors_get_a_short_usage(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["effective-size", str(tmp_path), "--steps_per_run", "abc"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid int value: 'abc'" in err
+    assert err.startswith("usage: hf-heuristic-core effective-size RUN_DIR") and len(err.splitlines()) <= 3, err
