@@ -56,6 +56,8 @@ def install_transplant(slots: Mapping[str, TensorSlot], gates: Mapping[str, torc
             continue
         transplant = Transplant(gate.to(slot.parameter.device), source)
         for module, attribute in slot.owners:
+            if not parametrize.is_parametrized(module):   # merge_transplant puts the keys back in this order
+                module.__dict__["_transplant_order"] = list(module._parameters)
             parametrize.register_parametrization(module, attribute, transplant, unsafe=True)
 
 
@@ -102,12 +104,14 @@ def merge_transplant(model: nn.Module) -> nn.Module:
     fine-tune without constraints."""
     for module, attribute, _ in _parametrized(model):
         if parametrize.is_parametrized(module, attribute):
-            order = list(module._parameters)
             parametrize.remove_parametrizations(module, attribute, leave_parametrized=True)
+            order = module.__dict__.get("_transplant_order", [])
             parameters = dict(module._parameters)
             module._parameters.clear()
             module._parameters.update({k: parameters[k] for k in order if k in parameters})
             module._parameters.update({k: v for k, v in parameters.items() if k not in module._parameters})
+            if not parametrize.is_parametrized(module):
+                module.__dict__.pop("_transplant_order", None)
     for parameter in model.parameters():
         parameter.requires_grad_(True)
     return model
