@@ -39,7 +39,7 @@ def _masks(source):
 
 def _train(model, tmp_path, steps=4):
     args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, max_steps=steps,
-                             learning_rate=0.3, weight_decay=0.1, report_to=[], save_strategy="no",
+                             learning_rate=0.3, weight_decay=0.1, lr_scheduler_type="constant", report_to=[], save_strategy="no",
                              logging_strategy="no", use_cpu=True, disable_tqdm=True, seed=0)
     trainer = Trainer(model=model, args=args, train_dataset=_Tokens())
     trainer.train()
@@ -113,3 +113,32 @@ def test_save_pretrained_card_record_and_frozen_reload(tmp_path):
     _train(frozen, tmp_path, steps=2)
     after = effective_state_dict(frozen)["transformer.wte.weight"]
     assert torch.equal(after[gate], before[gate]) and not torch.equal(after[~gate], before[~gate])
+
+
+def test_load_state_dict_of_a_plain_checkpoint_and_trainer_resume_match_an_uninterrupted_run(tmp_path):
+    source = tiny_model("gpt2", task="causal_lm")
+    masks = _masks(source)
+    straight = transfer_subnetwork(source, masks, seed=1)
+    _train(straight, tmp_path / "a", steps=4)
+
+    model = transfer_subnetwork(source, masks, seed=1)
+    args = TrainingArguments(output_dir=str(tmp_path / "b"), per_device_train_batch_size=4, max_steps=2,
+                             learning_rate=0.3, weight_decay=0.1, lr_scheduler_type="constant", report_to=[], save_strategy="steps", save_steps=2,
+                             logging_strategy="no", use_cpu=True, disable_tqdm=True, seed=0)
+    Trainer(model=model, args=args, train_dataset=_Tokens()).train()
+    checkpoint = tmp_path / "b" / "checkpoint-2"
+    assert (checkpoint / "subtask_induction.json").is_file()
+
+    resumed = transfer_subnetwork(source, masks, seed=1)
+    args.max_steps = 4
+    Trainer(model=resumed, args=args, train_dataset=_Tokens()).train(resume_from_checkpoint=str(checkpoint))
+    expected, got = effective_state_dict(straight), effective_state_dict(resumed)
+    for name in expected:
+        assert torch.equal(got[name], expected[name]), name
+
+    # a plain state dict (keys as save_pretrained writes them, tied lm_head left out) loads strictly
+    fresh = transfer_subnetwork(source, masks, seed=9)
+    plain = {k: v.clone() for k, v in expected.items() if k != "lm_head.weight"}
+    fresh.load_state_dict(plain)
+    assert all(torch.equal(effective_state_dict(fresh)[k], v) for k, v in expected.items())
+    assert torch.equal(fresh.transformer.wte.parametrizations.weight[0].gate, masks["transformer.wte.weight"].bool())
