@@ -25,7 +25,14 @@ from torch import nn
 from ..errors import UsageError
 from .gates import validate_binary
 from .provenance import attach_provenance
-from .transfer import _target, _transfer, check_keeps_some, keep_pruned_kinds, source_model, source_tensors
+from .transfer import (
+    _target,
+    _transfer,
+    check_keeps_some,
+    keep_pruned_kinds,
+    source_model,
+    source_tensors,
+)
 
 __all__ = ["ARMS", "build_arm", "inverse_masks", "random_like_counts"]
 
@@ -73,7 +80,7 @@ def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed
     model carries its provenance (`model.subtask_induction`)."""
     if arm not in ARMS:
         raise UsageError(f"Unknown arm {arm!r}; choose one of {', '.join(ARMS)}.")
-    record = dict(config=config, source_name=source_name, relaxation=relaxation)
+    record = {"config": config, "source_name": source_name, "relaxation": relaxation}
     if arm in ("full", "scratch"):
         model = _target(source, target, seed)
         if arm == "full":

@@ -143,7 +143,7 @@ def check_same_model(source: nn.Module, target: nn.Module) -> None:
             shown = "; ".join(f"{k}: source {a.get(k)!r}, target {b.get(k)!r}" for k in differ[:5])
             raise UsageError(f"The source and target configs differ ({shown}); build the target from the source's "
                              "config (type(source)(source.config)), or leave target=None.")
-    shapes = {n: tuple(p.shape) for n, p in tensor_slots(target).items()}
+    shapes = {n: tuple(slot.parameter.shape) for n, slot in tensor_slots(target).items()}
     for name, value in source_tensors(source).items():
         if name in shapes and shapes[name] != tuple(value.shape):
             raise UsageError(f"Parameter {name!r} has shape {tuple(value.shape)} in the source but {shapes[name]} in "

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 
-from hf_heuristic_core import build_arm, frozen_gates, random_like_counts, transfer_subnetwork
+from hf_heuristic_core import (
+    build_arm,
+    frozen_gates,
+    random_like_counts,
+    transfer_subnetwork,
+)
 from hf_heuristic_core.errors import UsageError
 from hf_heuristic_core.granularity.weight.selection import layer_of
 from hf_heuristic_core.induction.provenance import effective_state_dict
-from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

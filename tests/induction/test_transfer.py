@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 from torch import nn
 
-from hf_heuristic_core import PrunableModel, PruningConfig, merge_transplant, transfer_subnetwork
+from hf_heuristic_core import (
+    PrunableModel,
+    PruningConfig,
+    merge_transplant,
+    transfer_subnetwork,
+)
 from hf_heuristic_core.induction.provenance import effective_state_dict
-from tiny_models import make_batch, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-from tiny_models import one_torch_thread  # noqa: E402,F401  (the fixture)
 
 SEED = 5
 
@@ -67,6 +71,8 @@ def test_weight_masks_any_parameter_gpt2_tied_embedding_rng_untouched():
     assert torch.equal(torch.get_rng_state(), state)   # the caller's RNG is not consumed
     assert type(model) is type(source) and model.config.to_dict() == source.config.to_dict()
     _check_bits(model, source, {n: m.bool() for n, m in masks.items()})
+    fresh = model.transformer.h[1].attn.c_attn.weight.detach()   # a real draw of the model's init (std 0.15), not a copy
+    assert 0.13 < float(fresh.std()) < 0.17 and not torch.equal(fresh, source.transformer.h[1].attn.c_attn.weight)
     # tied lm_head: one tensor, so its gate is the embedding's; both uses read the same effective weights
     assert torch.equal(model.lm_head.weight, model.transformer.wte.weight)
     assert model.lm_head.parametrizations.weight.original is model.transformer.wte.parametrizations.weight.original
@@ -86,7 +92,7 @@ def test_weight_masks_from_each_relaxation(model_type, relaxation):
                                                    binarization="threshold"))
     generator = torch.Generator().manual_seed(2)
     with torch.no_grad():
-        for _, logits in prunable.mask_logits.items():
+        for _, logits in prunable.mask_logits.items():  # noqa: PERF102  (MaskLogits has no values())
             logits.copy_(torch.randn(logits.shape, generator=generator) * 3)
     masks = prunable.get_masks(binary=True)
     fractions = [float(m.mean()) for m in masks.values()]
@@ -117,7 +123,7 @@ def test_unit_masks_bert_heads_rows_columns_and_mlp_blocks():
         gates[f"{prefix}self.{proj}.bias"] = rows.clone()
     gates[f"{prefix}output.dense.weight"] = rows[None, :].expand(32, 32).clone()   # columns; its bias stays fresh
     for name, p in source.named_parameters():
-        if name.startswith("bert.encoder.layer.1.intermediate.") or name.startswith("bert.encoder.layer.1.output.dense"):
+        if name.startswith(("bert.encoder.layer.1.intermediate.", "bert.encoder.layer.1.output.dense")):
             gates[name] = torch.ones(p.shape, dtype=torch.bool)
     _check_bits(model, source, gates)
     assert not model.bert.encoder.layer[1].output.dense.weight.requires_grad
