@@ -217,3 +217,25 @@ def test_merge_transplant_leaves_plain_tied_trainable_parameters_with_the_same_o
         assert torch.equal(value, expected[name]), name
     with torch.no_grad():
         assert torch.equal(model(**batch).logits, before)
+
+
+@pytest.mark.parametrize(("model_type", "inputs", "output", "conv1d"), [
+    ("gpt2", ["transformer.h.{}.mlp.c_fc"], "transformer.h.{}.mlp.c_proj", True),
+    ("bert", ["bert.encoder.layer.{}.intermediate.dense"], "bert.encoder.layer.{}.output.dense", False),
+])
+def test_neuron_masks_conv1d_and_linear_layouts(model_type, inputs, output, conv1d):
+    source = tiny_model(model_type)
+    neurons = torch.zeros(2, 48)
+    neurons[0, [3, 4]] = 1
+    neurons[1, 40] = 1
+    model = transfer_subnetwork(source, {"neurons": neurons}, seed=SEED)
+    gates = {}
+    for layer in range(2):
+        kept = neurons[layer].bool()
+        for path in inputs:            # neuron j: output feature j (Conv1D weight is [in, out]: column j)
+            weight = kept[None, :].expand(32, 48) if conv1d else kept[:, None].expand(48, 32)
+            gates[path.format(layer) + ".weight"] = weight.clone()
+            gates[path.format(layer) + ".bias"] = kept.clone()
+        weight = kept[:, None].expand(48, 32) if conv1d else kept[None, :].expand(32, 48)
+        gates[output.format(layer) + ".weight"] = weight.clone()   # its input feature j; the bias stays fresh
+    _check_bits(model, source, gates)
