@@ -239,3 +239,17 @@ def test_neuron_masks_conv1d_and_linear_layouts(model_type, inputs, output, conv
         weight = kept[:, None].expand(48, 32) if conv1d else kept[None, :].expand(32, 48)
         gates[output.format(layer) + ".weight"] = weight.clone()   # its input feature j; the bias stays fresh
     _check_bits(model, source, gates)
+
+
+def test_transplant_parametrization_by_hand_nan_proof_and_no_gradient_at_frozen_entries():
+    from hf_heuristic_core.induction import Transplant
+
+    gate = torch.tensor([[True, False, False], [False, True, True]])
+    source = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    fresh = torch.tensor([[float("nan"), -2.0, -3.0], [-4.0, float("inf"), -6.0]], requires_grad=True)
+    transplant = Transplant(gate, source)
+    assert transplant.values.tolist() == [1.0, 5.0, 6.0]          # only the frozen values are stored
+    out = transplant(fresh)
+    assert out.tolist() == [[1.0, -2.0, -3.0], [-4.0, 5.0, 6.0]]   # g * w_src + (1 - g) * w_new, nan/inf ignored
+    (out * torch.arange(1.0, 7.0).view(2, 3)).sum().backward()
+    assert fresh.grad.tolist() == [[0.0, 2.0, 3.0], [4.0, 0.0, 0.0]]

@@ -63,7 +63,7 @@ def test_trainer_with_weight_decay_leaves_frozen_entries_bitwise_and_moves_free_
         changed = (after[name][~gate] != before[name][~gate]).float().mean()
         if name != "transformer.h.1.mlp.c_fc.weight":
             assert changed > 0.5, (name, changed)                              # free entries trained
-    # AdamW's decay did move the hidden trainable copy at the frozen entries: the where() is what protects them
+    # AdamW's decay did move the hidden trainable copy at the frozen entries: the reparametrization is what protects them
     raw_after = model.transformer.wte.parametrizations.weight.original.detach()
     gate = masks["transformer.wte.weight"].bool()
     assert (raw_after[gate] != raw_before[gate]).float().mean() > 0.5
