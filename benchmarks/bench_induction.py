@@ -22,18 +22,30 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from hf_heuristic_core import merge_transplant, transfer_subnetwork
 
 
-def _step_times(model, batch, steps):
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, weight_decay=0.1)
-    model.train()
-    times = []
-    for _ in range(steps + 3):
+class _Stepper:
+    """One model with its AdamW; `step()` times one forward + backward + optimizer step."""
+
+    def __init__(self, model, batch):
+        self.model, self.batch = model.train(), batch
+        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3,
+                                           weight_decay=0.1)
+        self.times: list[float] = []
+
+    def step(self) -> None:
         start = time.perf_counter()
-        loss = model(**batch, labels=batch["input_ids"]).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[3:])
+        self.model(**self.batch, labels=self.batch["input_ids"]).loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.times.append(time.perf_counter() - start)
+
+
+def _interleaved_medians(models: dict, batch, steps: int) -> dict[str, float]:
+    """Median step time per model, the models taking turns step by step so machine load hits all alike."""
+    steppers = {name: _Stepper(model, batch) for name, model in models.items()}
+    for _ in range(steps + 3):
+        for stepper in steppers.values():
+            stepper.step()
+    return {name: statistics.median(s.times[3:]) for name, s in steppers.items()}
 
 
 def main() -> None:
@@ -70,14 +82,14 @@ def main() -> None:
 
     torch.manual_seed(0)
     plain = GPT2LMHeadModel(config)
+    merged = merge_transplant(transfer_subnetwork(source, masks, seed=0))
+    steps = _interleaved_medians({"plain": plain, "transplanted": model, "merged": merged}, batch, args.steps)
     results = {
         "config": vars(args), "parameters": sum(p.numel() for p in source.parameters()),
         "kept_fraction_of_masked": model.subtask_induction["kept_fraction_of_masked"],
         "build_s": build, "save_s": save, "parameter_mb": params / 2**20, "transplant_buffer_mb": buffers / 2**20,
-        "step_s_plain": _step_times(plain, batch, args.steps),
-        "step_s_transplanted": _step_times(model, batch, args.steps),
+        **{f"step_s_{name}": value for name, value in steps.items()},
     }
-    results["step_s_merged"] = _step_times(merge_transplant(model), batch, args.steps)
     results["overhead"] = results["step_s_transplanted"] / results["step_s_plain"] - 1
     print(json.dumps(results, indent=2))
     if args.json:
