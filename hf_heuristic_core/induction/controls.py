@@ -32,6 +32,7 @@ from .transfer import (
     keep_pruned_kinds,
     source_model,
     source_tensors,
+    unpack_masks,
 )
 
 __all__ = ["ARMS", "build_arm", "inverse_masks", "random_like_counts"]
@@ -80,6 +81,7 @@ def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed
     model carries its provenance (`model.subtask_induction`)."""
     if arm not in ARMS:
         raise UsageError(f"Unknown arm {arm!r}; choose one of {', '.join(ARMS)}.")
+    masks, config, source_name = unpack_masks(source, masks, config, source_name)
     record = {"config": config, "source_name": source_name, "relaxation": relaxation}
     if arm in ("full", "scratch"):
         model = _target(source, target, seed)

@@ -125,3 +125,21 @@ def test_unit_kinds_that_were_not_pruned_are_not_transplanted():
     assert torch.equal(dict(model.named_parameters())[name], dict(fresh.named_parameters())[name])
     assert not any("intermediate" in n or "output.dense" in n and "attention" not in n
                    for n in model.subtask_induction["tensors"])
+
+
+def test_a_saved_mask_artifact_is_accepted_and_one_of_another_model_type_is_refused(tmp_path):
+    from hf_heuristic_core import PrunableModel, read_artifact
+
+    source = tiny_model("bert")
+    prunable = PrunableModel(source, PruningConfig(granularity="weight", relaxation="continuous_sparsification",
+                                                   target_modules=["query"]))
+    masks = {k: (torch.arange(v.numel()).view(v.shape) % 4 == 0).float() for k, v in prunable.get_masks().items()}
+    prunable.set_masks(masks)
+    prunable.save_pretrained(tmp_path / "artifact")
+    artifact = read_artifact(tmp_path / "artifact")
+    model = transfer_subnetwork(prunable.unwrap(), artifact, seed=0)
+    record = model.subtask_induction
+    assert record["relaxation"] == "continuous_sparsification" and record["granularity"] == "weight"
+    assert {n: t["kept"] for n, t in record["tensors"].items()} == {n: int(m.sum()) for n, m in masks.items()}
+    with pytest.raises(MaskShapeError, match="learned on a 'bert' model .* the source is a 'gpt2' model"):
+        transfer_subnetwork(tiny_model("gpt2"), artifact)
