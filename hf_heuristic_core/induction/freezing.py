@@ -133,6 +133,15 @@ def frozen_gates(model: nn.Module) -> dict[str, torch.Tensor]:
     return gates
 
 
+def _own_class(module: nn.Module) -> None:
+    """Give a parametrized module a private copy of its generated class. A deep copy of a parametrized module shares
+    that class with the original, and removing a parametrization deletes the tensor's property from the class: the
+    original would lose its `weight`. Merging a copy (`merge_transplant(copy.deepcopy(model))`) must not do that."""
+    cls = module.__class__
+    namespace = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    module.__class__ = type(cls.__name__, cls.__bases__, namespace)
+
+
 def _join(prefix: str, attribute: str) -> str:
     return f"{prefix}.{attribute}" if prefix else attribute
 
@@ -142,6 +151,8 @@ def merge_transplant(model: nn.Module) -> nn.Module:
     """Remove the transplant parametrizations in place, leaving plain, trainable parameters holding the effective
     weights (tied tensors stay tied). Returns `model`. Nothing is frozen afterwards: this is the model to save or to
     fine-tune without constraints."""
+    for module, _, _ in _parametrized(model):
+        _own_class(module)
     for module, attribute, _ in _parametrized(model):
         if parametrize.is_parametrized(module, attribute):
             parametrize.remove_parametrizations(module, attribute, leave_parametrized=True)

@@ -253,3 +253,21 @@ def test_transplant_parametrization_by_hand_nan_proof_and_no_gradient_at_frozen_
     assert out.tolist() == [[1.0, -2.0, -3.0], [-4.0, 5.0, 6.0]]   # g * w_src + (1 - g) * w_new, nan/inf ignored
     (out * torch.arange(1.0, 7.0).view(2, 3)).sum().backward()
     assert fresh.grad.tolist() == [[0.0, 2.0, 3.0], [4.0, 0.0, 0.0]]
+
+
+def test_merging_a_deep_copy_leaves_the_original_transplanted_model_intact():
+    import copy
+
+    source = tiny_model("gpt2", task="causal_lm")
+    masks = _random_masks(source, ["transformer.wte.weight", "transformer.h.0.mlp.c_fc.weight"])
+    model = transfer_subnetwork(source, masks, seed=SEED).eval()
+    batch = make_batch("gpt2")
+    with torch.no_grad():
+        before = model(**batch).logits
+    merged = merge_transplant(copy.deepcopy(model))
+    assert type(merged.transformer.h[0].mlp.c_fc).__name__ == "Conv1D"
+    assert type(model.transformer.h[0].mlp.c_fc).__name__ == "ParametrizedConv1D"
+    with torch.no_grad():
+        assert torch.equal(model(**batch).logits, before)             # the original still has its weights
+        assert torch.equal(merged(**batch).logits, before)
+    assert model.transformer.wte.parametrizations.weight[0].gate.sum() == masks["transformer.wte.weight"].sum()
