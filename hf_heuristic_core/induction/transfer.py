@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from ..errors import MaskShapeError, UsageError
-from .freezing import accept_plain_state_dicts, install_transplant
+from .freezing import Transplant, accept_plain_state_dicts, install_transplant
 from .gates import parameter_gates, tensor_slots, validate_binary
 from .provenance import attach_provenance
 
@@ -37,11 +37,21 @@ def source_model(source: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def source_tensors(source: nn.Module) -> dict[str, torch.Tensor]:
-    """The source's raw (unmasked) parameter values by plain parameter name: a weight-mask parametrization of a
-    `PrunableModel` is looked through (its `original`), so names match the unwrapped model."""
+    """The source's parameter values by plain parameter name, as the source computes with them without masks: a
+    weight-mask parametrization of a `PrunableModel` is looked through (its `original`), a transplant of a model
+    built here is applied (its effective weights), so names match the unwrapped, merged model."""
     values: dict[str, torch.Tensor] = {}
     for name, slot in tensor_slots(source).items():
         values[_plain_name(name)] = slot.parameter.detach()
+    for module_name, module in source.named_modules():   # a transplanted source: its effective values, not w_new
+        if not parametrize.is_parametrized(module):
+            continue
+        for attribute, plist in module.parametrizations.items():
+            if any(isinstance(p, Transplant) for p in plist):
+                value = plist.original.detach()
+                for transform in plist:
+                    value = transform(value) if isinstance(transform, Transplant) else value
+                values[f"{module_name}.{attribute}" if module_name else attribute] = value
     return values
 
 

@@ -271,3 +271,16 @@ def test_merging_a_deep_copy_leaves_the_original_transplanted_model_intact():
         assert torch.equal(model(**batch).logits, before)             # the original still has its weights
         assert torch.equal(merged(**batch).logits, before)
     assert model.transformer.wte.parametrizations.weight[0].gate.sum() == masks["transformer.wte.weight"].sum()
+
+
+def test_a_transplanted_model_as_source_gives_its_effective_weights():
+    source = tiny_model("gpt2", task="causal_lm")
+    first = transfer_subnetwork(source, _random_masks(source, ["transformer.h.0.attn.c_attn.weight"]), seed=1)
+    with torch.no_grad():   # what training does to the trainable part (frozen entries must not follow)
+        first.transformer.h[0].attn.c_attn.parametrizations.weight.original.add_(1.0)
+    effective = first.transformer.h[0].attn.c_attn.weight.detach().clone()
+    masks = {"transformer.h.0.attn.c_attn.weight": (torch.rand(32, 96, generator=torch.Generator().manual_seed(4))
+                                                    < 0.5).float()}
+    second = transfer_subnetwork(first, masks, seed=2)
+    gate = masks["transformer.h.0.attn.c_attn.weight"].bool()
+    assert torch.equal(second.transformer.h[0].attn.c_attn.weight[gate], effective[gate])
