@@ -284,3 +284,17 @@ def test_a_transplanted_model_as_source_gives_its_effective_weights():
     second = transfer_subnetwork(first, masks, seed=2)
     gate = masks["transformer.h.0.attn.c_attn.weight"].bool()
     assert torch.equal(second.transformer.h[0].attn.c_attn.weight[gate], effective[gate])
+
+
+def test_bfloat16_source_gives_a_bfloat16_model_with_exact_transplanted_entries():
+    source = tiny_model("llama", task="causal_lm", dtype=torch.bfloat16)
+    masks = _random_masks(source, ["model.layers.0.self_attn.q_proj.weight", "model.embed_tokens.weight"])
+    model = transfer_subnetwork(source, masks, seed=SEED)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    torch.manual_seed(SEED)
+    reference = dict(type(source)(source.config).to(torch.bfloat16).named_parameters())
+    effective, src = _effective(model), dict(source.named_parameters())
+    for name, fresh in reference.items():
+        gate = masks[name].bool() if name in masks else torch.zeros(fresh.shape, dtype=torch.bool)
+        assert torch.equal(effective[name][gate], src[name].detach()[gate])
+        assert torch.equal(effective[name][~gate], fresh.detach()[~gate]), name
