@@ -58,6 +58,8 @@ _EXPORTS: dict[str, str] = {
                      "specialization_scores", "subtask_test"], "analysis.subtasks"),
     **dict.fromkeys(["ContinuousSparsification"], "relaxations.continuous_sparsification"),
     **dict.fromkeys(["GumbelSigmoid"], "relaxations.gumbel_sigmoid"),
+    **dict.fromkeys(["build_arm", "frozen_gates", "inverse_masks", "load_transplanted", "merge_transplant",
+                     "random_like_counts", "transfer_subnetwork"], "induction"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -95,6 +97,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
                                     sharing_fractions, specialization_scores, subtask_test)
     from .relaxations.continuous_sparsification import ContinuousSparsification
     from .relaxations.gumbel_sigmoid import GumbelSigmoid
+    from .induction import (build_arm, frozen_gates, inverse_masks, load_transplanted, merge_transplant,
+                            random_like_counts, transfer_subnetwork)
     from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
     from .architectures.resolve import resolve_architecture
     from .artifacts import MaskArtifact, read_artifact

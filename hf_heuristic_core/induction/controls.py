@@ -1,0 +1,102 @@
+"""The arms of a Subtask Induction experiment as one-liners: `build_arm(source, masks, arm, seed)`.
+
+- `subnetwork`: `transfer_subnetwork(source, masks, seed)`.
+- `random`: a random mask with the same number of kept entries per mask tensor (`random_like_counts`), hence per
+  layer, transplanted the same way. Weight masks are shuffled within each tensor; `heads` / `neurons` within each
+  layer's row. `mlps` has one entry per layer, so keeping per-layer counts would reproduce the mask itself; it is
+  shuffled across layers (same number of blocks).
+- `inverse`: everything the masks cover except the subnetwork (`1 - mask` for every given mask). Tensors the masks do
+  not cover stay fresh, as in the subnetwork arm, so the two arms differ only inside the masked region.
+- `full`: every source weight copied (parameters and buffers) and **trainable**: the paper's full-model transfer
+  fine-tunes the whole source. Masks are ignored (may be None).
+- `scratch`: the fresh initialization only (masks ignored, may be None).
+
+Every arm with the same seed draws the same fresh initialization, so arms differ only in what is transplanted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import UsageError
+from .gates import validate_binary
+from .provenance import attach_provenance
+from .transfer import _transfer, check_keeps_some, fresh_model, source_model, source_tensors
+
+__all__ = ["ARMS", "build_arm", "inverse_masks", "random_like_counts"]
+
+ARMS = ("subnetwork", "random", "inverse", "full", "scratch")
+
+
+def random_like_counts(masks: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+    """Random binary masks with the same kept count as `masks` per tensor, and per layer row for `heads` /
+    `neurons` (see the module docstring for `mlps`). Same dtype and device as each input; seeded, repeatable."""
+    generator = torch.Generator().manual_seed(seed)
+    out: dict[str, torch.Tensor] = {}
+    for key in sorted(masks):
+        mask = validate_binary(key, torch.as_tensor(masks[key]))
+        if key in ("heads", "neurons") and mask.dim() == 2:
+            rows = [_shuffled(row, generator) for row in mask.cpu()]
+            shuffled = torch.stack(rows)
+        else:
+            shuffled = _shuffled(mask.cpu().flatten(), generator).view(mask.shape)
+        original = torch.as_tensor(masks[key])
+        out[key] = shuffled.to(device=original.device, dtype=original.dtype)
+    return {key: out[key] for key in masks}
+
+
+def _shuffled(flat: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    kept = int(flat.sum())
+    result = torch.zeros(flat.numel(), dtype=torch.bool)
+    result[torch.randperm(flat.numel(), generator=generator)[:kept]] = True
+    return result
+
+
+def inverse_masks(masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """`1 - mask` for every mask (same dtype and device)."""
+    out = {}
+    for key, value in masks.items():
+        value = torch.as_tensor(value)
+        out[key] = (~validate_binary(key, value)).to(dtype=value.dtype)
+    return out
+
+
+def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed: int = 0, *, config: Any = None,
+              source_name: str | None = None, relaxation: str | None = None) -> nn.Module:
+    """The model of one arm (see the module docstring); `seed` seeds the fresh initialization and, for `random`,
+    the random mask. Every returned model carries its provenance (`model.subtask_induction`)."""
+    if arm not in ARMS:
+        raise UsageError(f"Unknown arm {arm!r}; choose one of {', '.join(ARMS)}.")
+    record = dict(config=config, source_name=source_name, relaxation=relaxation)
+    if arm in ("full", "scratch"):
+        model = fresh_model(source, seed)
+        if arm == "full":
+            _copy_everything(source_model(source), model)
+        attach_provenance(model, source=source_model(source), arm=arm, seed=seed, gates={}, masks=None, **record)
+        return model
+    if masks is None:
+        raise UsageError(f"arm={arm!r} needs the subnetwork's masks (prunable.get_masks(binary=True)).")
+    binary = check_keeps_some(masks)
+    if arm == "random":
+        binary = random_like_counts(binary, seed)
+    elif arm == "inverse":
+        binary = inverse_masks(binary)
+    return _transfer(source, binary, seed, arm=arm, original_masks=masks, **record)
+
+
+@torch.no_grad()
+def _copy_everything(source: nn.Module, model: nn.Module) -> None:
+    values = source_tensors(source)
+    for name, parameter in model.named_parameters():
+        if name not in values or values[name].shape != parameter.shape:
+            raise UsageError(f"The source has no parameter {name!r} of shape {tuple(parameter.shape)}; its config "
+                             "does not describe the model it holds.")
+        parameter.copy_(values[name])
+    source_buffers = dict(source.named_buffers())
+    for name, buffer in model.named_buffers():
+        if name in source_buffers and source_buffers[name].shape == buffer.shape:
+            buffer.copy_(source_buffers[name])

@@ -1,0 +1,113 @@
+"""Freezing part of a tensor in a way no optimizer can undo: `w = where(g, w_src, w_new)`.
+
+Zeroing the gradient of frozen entries is not enough: AdamW's decoupled weight decay (and momentum from earlier
+steps) moves entries whose gradient is zero. So a partly transplanted tensor is reparametrized with
+`torch.nn.utils.parametrize`: the trainable parameter is `w_new` (the fresh initialization), the gate `g` and the
+source values `w_src` are buffers, and the module sees `g * w_src + (1 - g) * w_new`, computed as `torch.where`
+so the frozen entries are the source's bit for bit whatever `w_new` becomes (even inf/nan). Whatever the optimizer
+does to `w_new` at gated entries is invisible. A tensor transplanted entirely is a plain parameter with
+`requires_grad=False` (Trainer leaves it out of the optimizer); a tensor with no gated entry stays a plain parameter.
+
+A tied tensor (GPT-2's `wte`/`lm_head`) gets the same parametrization object on every module that holds it, over the
+same `w_new` parameter, so the two uses stay one tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from .gates import TensorSlot
+
+__all__ = ["Transplant", "frozen_gates", "install_transplant", "is_transplanted", "merge_transplant"]
+
+
+class Transplant(nn.Module):
+    """The parametrization: source values where the gate is set, the trainable tensor elsewhere."""
+
+    def __init__(self, gate: torch.Tensor, source: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("gate", gate.to(torch.bool))
+        self.register_buffer("source", source.detach().clone())
+
+    def forward(self, fresh: torch.Tensor) -> torch.Tensor:
+        return torch.where(self.gate, self.source, fresh)
+
+    def right_inverse(self, value: torch.Tensor) -> torch.Tensor:
+        """Assigning effective weights (e.g. `module.weight = w`) sets the trainable part; gated entries stay."""
+        return value
+
+
+@torch.no_grad()
+def install_transplant(slots: Mapping[str, TensorSlot], gates: Mapping[str, torch.Tensor],
+                       sources: Mapping[str, torch.Tensor]) -> None:
+    """Freeze the gated entries of each tensor in `gates` to `sources[name]` (see the module docstring)."""
+    for name, gate in gates.items():
+        slot = slots[name]
+        source = sources[name].to(device=slot.parameter.device, dtype=slot.parameter.dtype)
+        if not bool(gate.any()):
+            continue
+        if bool(gate.all()):
+            slot.parameter.copy_(source)
+            slot.parameter.requires_grad_(False)
+            continue
+        transplant = Transplant(gate.to(slot.parameter.device), source)
+        for module, attribute in slot.owners:
+            parametrize.register_parametrization(module, attribute, transplant, unsafe=True)
+
+
+def is_transplanted(model: nn.Module) -> bool:
+    """Whether `model` holds any partly frozen (parametrized) tensor or any fully frozen parameter."""
+    return bool(_parametrized(model)) or any(not p.requires_grad for p in model.parameters())
+
+
+def _parametrized(model: nn.Module) -> list[tuple[nn.Module, str, Transplant]]:
+    found = []
+    for module in model.modules():
+        if not parametrize.is_parametrized(module):
+            continue
+        for attribute, plist in module.parametrizations.items():
+            if any(isinstance(p, Transplant) for p in plist):
+                found.append((module, attribute, next(p for p in plist if isinstance(p, Transplant))))
+    return found
+
+
+def frozen_gates(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The frozen entries of every tensor with any, keyed by the parameter names of the merged (plain) model."""
+    gates: dict[str, torch.Tensor] = {}
+    names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
+    seen: set[int] = set()
+    for module, attribute, transplant in _parametrized(model):
+        if id(transplant) in seen:
+            continue
+        seen.add(id(transplant))
+        gates[_join(names[id(module)], attribute)] = transplant.gate.detach().cpu().clone()
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad and ".parametrizations." not in name:
+            gates[name] = torch.ones(parameter.shape, dtype=torch.bool)
+    return gates
+
+
+def _join(prefix: str, attribute: str) -> str:
+    return f"{prefix}.{attribute}" if prefix else attribute
+
+
+@torch.no_grad()
+def merge_transplant(model: nn.Module) -> nn.Module:
+    """Remove the transplant parametrizations in place, leaving plain, trainable parameters holding the effective
+    weights (tied tensors stay tied). Returns `model`. Nothing is frozen afterwards: this is the model to save or to
+    fine-tune without constraints."""
+    for module, attribute, _ in _parametrized(model):
+        if parametrize.is_parametrized(module, attribute):
+            order = list(module._parameters)
+            parametrize.remove_parametrizations(module, attribute, leave_parametrized=True)
+            parameters = dict(module._parameters)
+            module._parameters.clear()
+            module._parameters.update({k: parameters[k] for k in order if k in parameters})
+            module._parameters.update({k: v for k, v in parameters.items() if k not in module._parameters})
+    for parameter in model.parameters():
+        parameter.requires_grad_(True)
+    return model

@@ -1,0 +1,152 @@
+"""`transfer_subnetwork`: a fresh model of the source's class with the subnetwork's weights copied in and frozen.
+
+Zhang, Lepori & Pavlick's Subtask Induction: `theta = g * theta_src + (1 - g) * theta_new`, only the `(1 - g)` part
+trains. The fresh part is the model's own initialization (`type(source)(config)`, i.e. `post_init` /
+`_init_weights`) under `torch.manual_seed(seed)`, drawn inside a forked RNG so the caller's random state is not
+touched. Plain `nn.Module`s without a config are deep-copied and re-initialized with every submodule's
+`reset_parameters()` under the same seed. How masks become per-entry gates: `induction.gates`; how frozen entries
+stay frozen under any optimizer: `induction.freezing`; saving and the provenance card: `induction.provenance`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from ..errors import MaskShapeError, UsageError
+from .freezing import install_transplant
+from .gates import parameter_gates, tensor_slots, validate_binary
+from .provenance import attach_provenance
+
+__all__ = ["check_keeps_some", "fresh_model", "source_model", "source_tensors", "transfer_gates",
+           "transfer_subnetwork"]
+
+
+def source_model(source: nn.Module) -> nn.Module:
+    """The plain model inside a `PrunableModel` (its hooks and weight-mask parametrizations are read through)."""
+    inner = getattr(source, "model", None)
+    if type(source).__name__ == "PrunableModel" and isinstance(inner, nn.Module):
+        return inner
+    return source
+
+
+@torch.no_grad()
+def source_tensors(source: nn.Module) -> dict[str, torch.Tensor]:
+    """The source's raw (unmasked) parameter values by plain parameter name: a weight-mask parametrization of a
+    `PrunableModel` is looked through (its `original`), so names match the unwrapped model."""
+    values: dict[str, torch.Tensor] = {}
+    for name, slot in tensor_slots(source).items():
+        values[_plain_name(name)] = slot.parameter.detach()
+    return values
+
+
+def _plain_name(name: str) -> str:
+    """`a.parametrizations.weight.original` -> `a.weight`."""
+    if ".parametrizations." in name and name.endswith(".original"):
+        head, tail = name.split(".parametrizations.", 1)
+        return f"{head}.{tail[:-len('.original')]}"
+    if name.startswith("parametrizations.") and name.endswith(".original"):
+        return name[len("parametrizations."):-len(".original")]
+    return name
+
+
+def fresh_model(source: nn.Module, seed: int) -> nn.Module:
+    """The model's own initialization under `torch.manual_seed(seed)`: equal bit for bit to
+    `torch.manual_seed(seed); type(source)(source.config)` (moved to the source's dtype and device)."""
+    source = source_model(source)
+    parameter = next(source.parameters(), None)
+    if parameter is None:
+        raise UsageError(f"{type(source).__name__} has no parameters, so there is nothing to transplant.")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        config = getattr(source, "config", None)
+        if config is not None and hasattr(source, "post_init"):
+            model = type(source)(copy.deepcopy(config))
+        else:
+            model = _reset_copy(source)
+    return model.to(device=parameter.device, dtype=parameter.dtype) if parameter.is_floating_point() else model
+
+
+def _reset_copy(source: nn.Module) -> nn.Module:
+    if any(parametrize.is_parametrized(m) for m in source.modules()):
+        raise UsageError("The source plain module holds parametrizations; pass the unwrapped model "
+                         "(prunable.unwrap()).")
+    model = copy.deepcopy(source)
+    for name, module in model.named_modules():
+        own = [p for p in module._parameters.values() if p is not None]
+        if not own:
+            continue
+        reset = getattr(module, "reset_parameters", None)
+        if not callable(reset):
+            raise UsageError(f"Module {name or '<root>'!r} ({type(module).__name__}) has parameters but no "
+                             "reset_parameters(), so a plain module cannot be freshly initialized; give the model a "
+                             "config + post_init (a PreTrainedModel), or add reset_parameters().")
+        reset()
+    return model
+
+
+def transfer_gates(source: nn.Module, gates: Mapping[str, torch.Tensor] | None, seed: int = 0,
+                   model: nn.Module | None = None) -> nn.Module:
+    """`model` (default: `fresh_model(source, seed)`) with its gated entries set to `source`'s and frozen. `gates`
+    are bool tensors keyed by the model's parameter names; the building block of every arm."""
+    model = fresh_model(source, seed) if model is None else model
+    slots = tensor_slots(model)
+    values = source_tensors(source_model(source))
+    for name, gate in (gates or {}).items():
+        value = values.get(name)
+        if value is None or name not in slots:
+            raise UsageError(f"The source has no parameter {name!r} (or the fresh model lacks it); the source and "
+                             "the masks must come from one architecture.")
+        if value.shape != slots[name].parameter.shape or gate.shape != value.shape:
+            raise MaskShapeError(f"Parameter {name!r}: source shape {tuple(value.shape)}, fresh model shape "
+                                 f"{tuple(slots[name].parameter.shape)}, gate shape {tuple(gate.shape)}; the source's "
+                                 "config does not build the model it holds.")
+    install_transplant(slots, gates or {}, {name: values[name] for name in gates or {}})
+    return model
+
+
+def check_keeps_some(masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """The masks as bool tensors; refused when not binary, or when they keep nothing or everything."""
+    if not masks:
+        raise UsageError("The mask dict is empty; pass the masks of a subnetwork (prunable.get_masks()).")
+    binary = {k: validate_binary(k, torch.as_tensor(v)) for k, v in masks.items()}
+    kept = sum(int(m.sum()) for m in binary.values())
+    total = sum(m.numel() for m in binary.values())
+    if kept == 0:
+        raise UsageError(f"The masks keep no entry of the {len(binary)} masks, so there is no subnetwork to "
+                         "transplant; that is training from scratch: build_arm(source, masks, 'scratch').")
+    if kept == total:
+        raise UsageError(f"The masks keep every one of their {total} entries ({len(binary)} masks), so nothing "
+                         "they cover is re-initialized; that is not a subnetwork. For full-model transfer use "
+                         "build_arm(source, masks, 'full'); otherwise pass the masks of a subnetwork.")
+    return binary
+
+
+def transfer_subnetwork(source: nn.Module, masks: Mapping[str, Any], seed: int = 0, *, config: Any = None,
+                        source_name: str | None = None, relaxation: str | None = None) -> nn.Module:
+    """A model of `source`'s class and config whose masked-in entries are `source`'s (frozen) and whose every other
+    weight is freshly initialized with `seed`.
+
+    `masks`: weight masks keyed by parameter names, or unit (`heads`, `mlps`) / neuron (`neurons`) masks as
+    `PrunableModel.get_masks(binary=True)` returns them; `config` (the `PruningConfig` or a granularity name) says
+    how to read them when the keys do not. `source_name` and `relaxation` are recorded in the provenance (defaults:
+    the source's `name_or_path`, `config.relaxation`). A mask that keeps nothing or everything is refused: use
+    `build_arm(..., "scratch" / "full")`.
+    """
+    return _transfer(source, check_keeps_some(masks), seed, config=config, arm="subnetwork",
+                     source_name=source_name, relaxation=relaxation, original_masks=masks)
+
+
+def _transfer(source: nn.Module, masks: Mapping[str, torch.Tensor], seed: int, *, config: Any, arm: str,
+              source_name: str | None, relaxation: str | None, original_masks: Mapping[str, Any] | None) -> nn.Module:
+    model = fresh_model(source, seed)
+    gates = parameter_gates(model, masks, config)
+    transfer_gates(source, gates, seed, model=model)
+    attach_provenance(model, source=source_model(source), arm=arm, seed=seed, gates=gates, masks=masks,
+                      config=config, source_name=source_name, relaxation=relaxation)
+    return model
