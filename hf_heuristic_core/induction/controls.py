@@ -25,7 +25,7 @@ from torch import nn
 from ..errors import UsageError
 from .gates import validate_binary
 from .provenance import attach_provenance
-from .transfer import _transfer, check_keeps_some, fresh_model, source_model, source_tensors
+from .transfer import _target, _transfer, check_keeps_some, keep_pruned_kinds, source_model, source_tensors
 
 __all__ = ["ARMS", "build_arm", "inverse_masks", "random_like_counts"]
 
@@ -66,26 +66,29 @@ def inverse_masks(masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
 
 
 def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed: int = 0, *, config: Any = None,
-              source_name: str | None = None, relaxation: str | None = None) -> nn.Module:
+              target: nn.Module | None = None, source_name: str | None = None,
+              relaxation: str | None = None) -> nn.Module:
     """The model of one arm (see the module docstring); `seed` seeds the fresh initialization and, for `random`,
-    the random mask. Every returned model carries its provenance (`model.subtask_induction`)."""
+    the random mask. `config`, `target`, `source_name`, `relaxation`: as in `transfer_subnetwork`. Every returned
+    model carries its provenance (`model.subtask_induction`)."""
     if arm not in ARMS:
         raise UsageError(f"Unknown arm {arm!r}; choose one of {', '.join(ARMS)}.")
     record = dict(config=config, source_name=source_name, relaxation=relaxation)
     if arm in ("full", "scratch"):
-        model = fresh_model(source, seed)
+        model = _target(source, target, seed)
         if arm == "full":
             _copy_everything(source_model(source), model)
-        attach_provenance(model, source=source_model(source), arm=arm, seed=seed, gates={}, masks=None, **record)
+        attach_provenance(model, source=source_model(source), arm=arm, seed=None if target is not None else seed,
+                          gates={}, masks=None, **record)
         return model
     if masks is None:
         raise UsageError(f"arm={arm!r} needs the subnetwork's masks (prunable.get_masks(binary=True)).")
-    binary = check_keeps_some(masks)
+    binary = check_keeps_some(keep_pruned_kinds(masks, config))
     if arm == "random":
         binary = random_like_counts(binary, seed)
     elif arm == "inverse":
         binary = inverse_masks(binary)
-    return _transfer(source, binary, seed, arm=arm, original_masks=masks, **record)
+    return _transfer(source, binary, seed, arm=arm, target=target, **record)
 
 
 @torch.no_grad()

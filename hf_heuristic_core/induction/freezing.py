@@ -22,7 +22,7 @@ from torch.nn.utils import parametrize
 
 from .gates import TensorSlot
 
-__all__ = ["Transplant", "frozen_gates", "install_transplant", "is_transplanted", "merge_transplant"]
+__all__ = ["Transplant", "accept_plain_state_dicts", "frozen_gates", "install_transplant", "is_transplanted", "merge_transplant"]
 
 
 class Transplant(nn.Module):
@@ -56,7 +56,40 @@ def install_transplant(slots: Mapping[str, TensorSlot], gates: Mapping[str, torc
             continue
         transplant = Transplant(gate.to(slot.parameter.device), source)
         for module, attribute in slot.owners:
+            if not parametrize.is_parametrized(module):   # merge_transplant puts the keys back in this order
+                module.__dict__["_transplant_order"] = list(module._parameters)
             parametrize.register_parametrization(module, attribute, transplant, unsafe=True)
+
+
+def accept_plain_state_dicts(model: nn.Module) -> None:
+    """Let `model.load_state_dict` take a plain checkpoint (what `save_pretrained` writes, e.g. when a Trainer
+    resumes): a tensor's plain key feeds its trainable part (`right_inverse` is the identity, so free entries get
+    the saved values; frozen entries keep the source's whatever the checkpoint says), and the gate/source buffers,
+    which a plain checkpoint lacks, are kept as they are."""
+    if model.__dict__.get("_transplant_loading"):
+        return
+    model.__dict__["_transplant_loading"] = True
+    model.register_load_state_dict_pre_hook(_plain_to_parametrized)
+
+
+def _plain_to_parametrized(model: nn.Module, state_dict: dict, prefix: str, *args) -> None:
+    names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
+    by_original: dict[int, str] = {}
+    entries = []
+    for module, attribute, transplant in _parametrized_all(model):
+        base = prefix + _join(names[id(module)], f"parametrizations.{attribute}")
+        plain = prefix + _join(names[id(module)], attribute)
+        if base + ".original" not in state_dict and plain in state_dict:
+            state_dict[base + ".original"] = state_dict.pop(plain)
+        for buffer in ("gate", "source"):
+            state_dict.setdefault(f"{base}.0.{buffer}", getattr(transplant, buffer))
+        original = module.parametrizations[attribute].original
+        if base + ".original" in state_dict:
+            by_original.setdefault(id(original), base + ".original")
+        entries.append((base + ".original", id(original)))
+    for key, original in entries:    # a tied use that the plain checkpoint leaves out reads its twin's value
+        if key not in state_dict and original in by_original:
+            state_dict[key] = state_dict[by_original[original]]
 
 
 def is_transplanted(model: nn.Module) -> bool:
@@ -65,8 +98,12 @@ def is_transplanted(model: nn.Module) -> bool:
 
 
 def _parametrized(model: nn.Module) -> list[tuple[nn.Module, str, Transplant]]:
+    return _parametrized_all(model, remove_duplicate=True)
+
+
+def _parametrized_all(model: nn.Module, remove_duplicate: bool = False) -> list[tuple[nn.Module, str, Transplant]]:
     found = []
-    for module in model.modules():
+    for module in model.modules(remove_duplicate=remove_duplicate):
         if not parametrize.is_parametrized(module):
             continue
         for attribute, plist in module.parametrizations.items():
@@ -102,12 +139,14 @@ def merge_transplant(model: nn.Module) -> nn.Module:
     fine-tune without constraints."""
     for module, attribute, _ in _parametrized(model):
         if parametrize.is_parametrized(module, attribute):
-            order = list(module._parameters)
             parametrize.remove_parametrizations(module, attribute, leave_parametrized=True)
+            order = module.__dict__.get("_transplant_order", [])
             parameters = dict(module._parameters)
             module._parameters.clear()
             module._parameters.update({k: parameters[k] for k in order if k in parameters})
             module._parameters.update({k: v for k, v in parameters.items() if k not in module._parameters})
+            if not parametrize.is_parametrized(module):
+                module.__dict__.pop("_transplant_order", None)
     for parameter in model.parameters():
         parameter.requires_grad_(True)
     return model

@@ -26,7 +26,7 @@ from torch import nn
 from ..errors import ArtifactError
 from ..granularity.weight.selection import layer_of
 from ..io_utils import atomic_write, atomic_write_text
-from .freezing import frozen_gates, install_transplant
+from .freezing import accept_plain_state_dicts, frozen_gates, install_transplant
 
 __all__ = ["CARD_NAME", "GATES_NAME", "RECORD_NAME", "attach_provenance", "effective_state_dict", "load_transplanted",
            "provenance_record"]
@@ -137,8 +137,9 @@ def card_text(record: Mapping[str, Any]) -> str:
     front.append("---")
     arm = record["arm"]
     lines = [*front, "", "# Subtask Induction model", "",
-             f"A model of the class `{record.get('source_class')}` built by `hf_heuristic_core` "
-             f"(arm **{arm}**, seed {record['seed']}) from the source model `{source or 'unknown'}`.", ""]
+             f"A model of the class `{record.get('source_class')}` built by `hf_heuristic_core` (arm **{arm}**, "
+             + (f"fresh weights from seed {record['seed']}" if record["seed"] is not None else "into a given target")
+             + f") from the source model `{source or 'unknown'}`.", ""]
     if arm in ("full", "scratch"):
         lines.append("Control arm: " + ("every weight copied from the source, all trainable." if arm == "full"
                                          else "the model's own fresh initialization; nothing transplanted."))
@@ -148,7 +149,7 @@ def card_text(record: Mapping[str, Any]) -> str:
                   f"Transplanted (frozen) entries: {record['kept_entries']} of the {record['masked_entries']} "
                   f"masked entries ({100 * record['kept_fraction_of_masked']:.2f}%), "
                   f"{100 * record['kept_fraction_of_model']:.2f}% of the model's {record['model_entries']} "
-                  "parameters. Every other weight was freshly initialized with the seed above.", "",
+                  "parameters. Every other weight is the fresh initialization named above.", "",
                   "| layer | kept | of | % |", "|---|---:|---:|---:|"]
         lines += [f"| {layer} | {c['kept']} | {c['total']} | {100 * c['fraction']:.2f} |"
                   for layer, c in record["layers"].items()]
@@ -186,6 +187,7 @@ def load_transplanted(directory: str | os.PathLike, model_class: type | None = N
     if unknown:
         raise ArtifactError(f"{GATES_NAME} names parameters the loaded model lacks: {unknown[:4]}.")
     install_transplant(slots, gates, {name: slots[name].parameter.detach().clone() for name in gates})
+    accept_plain_state_dicts(model)
     record = json.loads((directory / RECORD_NAME).read_text())
     model.subtask_induction = record
     model.save_pretrained = types.MethodType(_save_pretrained, model)

@@ -19,11 +19,11 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from ..errors import MaskShapeError, UsageError
-from .freezing import install_transplant
+from .freezing import accept_plain_state_dicts, install_transplant
 from .gates import parameter_gates, tensor_slots, validate_binary
 from .provenance import attach_provenance
 
-__all__ = ["check_keeps_some", "fresh_model", "source_model", "source_tensors", "transfer_gates",
+__all__ = ["check_keeps_some", "check_same_model", "fresh_model", "keep_pruned_kinds", "source_model", "source_tensors", "transfer_gates",
            "transfer_subnetwork"]
 
 
@@ -107,6 +107,7 @@ def transfer_gates(source: nn.Module, gates: Mapping[str, torch.Tensor] | None, 
                                  f"{tuple(slots[name].parameter.shape)}, gate shape {tuple(gate.shape)}; the source's "
                                  "config does not build the model it holds.")
     install_transplant(slots, gates or {}, {name: values[name] for name in gates or {}})
+    accept_plain_state_dicts(model)
     return model
 
 
@@ -127,26 +128,77 @@ def check_keeps_some(masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     return binary
 
 
+def check_same_model(source: nn.Module, target: nn.Module) -> None:
+    """Refuse a target that is not the source's architecture: another class, config or parameter shape. Config
+    fields that do not change the weights (names, dtype, attention implementation, output flags) may differ."""
+    source, target = source_model(source), source_model(target)
+    if type(source) is not type(target):
+        raise UsageError(f"The target is a {type(target).__name__} but the source a {type(source).__name__}; a "
+                         "transplant needs the same architecture on both sides.")
+    source_config, target_config = getattr(source, "config", None), getattr(target, "config", None)
+    if source_config is not None and target_config is not None:
+        a, b = source_config.to_dict(), target_config.to_dict()
+        differ = sorted(k for k in set(a) | set(b) if k not in _CONFIG_IGNORED and a.get(k) != b.get(k))
+        if differ:
+            shown = "; ".join(f"{k}: source {a.get(k)!r}, target {b.get(k)!r}" for k in differ[:5])
+            raise UsageError(f"The source and target configs differ ({shown}); build the target from the source's "
+                             "config (type(source)(source.config)), or leave target=None.")
+    shapes = {n: tuple(p.shape) for n, p in tensor_slots(target).items()}
+    for name, value in source_tensors(source).items():
+        if name in shapes and shapes[name] != tuple(value.shape):
+            raise UsageError(f"Parameter {name!r} has shape {tuple(value.shape)} in the source but {shapes[name]} in "
+                             "the target; they are not the same architecture.")
+        if name not in shapes:
+            raise UsageError(f"The target has no parameter {name!r}; they are not the same architecture.")
+
+
+_CONFIG_IGNORED = {"_name_or_path", "name_or_path", "architectures", "transformers_version", "dtype", "torch_dtype",
+                   "_attn_implementation", "_attn_implementation_autoset", "attn_implementation",
+                   "output_attentions", "output_hidden_states", "return_dict", "use_cache"}
+
+
+def keep_pruned_kinds(masks: Mapping[str, Any], config: Any) -> dict[str, Any]:
+    """Drop the unit kinds a `PruningConfig` did not prune: `get_masks()` returns them as all ones, which would
+    otherwise transplant every MLP block (prune_mlps=False) or every head (prune_heads=False)."""
+    masks = dict(masks)
+    if config is None or isinstance(config, str) or getattr(config, "granularity", "unit") != "unit":
+        return masks
+    for kind, flag in (("heads", "prune_heads"), ("mlps", "prune_mlps")):
+        if kind in masks and getattr(config, flag, True) is False:
+            del masks[kind]
+    return masks
+
+
 def transfer_subnetwork(source: nn.Module, masks: Mapping[str, Any], seed: int = 0, *, config: Any = None,
-                        source_name: str | None = None, relaxation: str | None = None) -> nn.Module:
+                        target: nn.Module | None = None, source_name: str | None = None,
+                        relaxation: str | None = None) -> nn.Module:
     """A model of `source`'s class and config whose masked-in entries are `source`'s (frozen) and whose every other
     weight is freshly initialized with `seed`.
 
     `masks`: weight masks keyed by parameter names, or unit (`heads`, `mlps`) / neuron (`neurons`) masks as
     `PrunableModel.get_masks(binary=True)` returns them; `config` (the `PruningConfig` or a granularity name) says
-    how to read them when the keys do not. `source_name` and `relaxation` are recorded in the provenance (defaults:
-    the source's `name_or_path`, `config.relaxation`). A mask that keeps nothing or everything is refused: use
+    how to read them when the keys do not, and which unit kinds were not pruned (their all-ones masks are
+    ignored). `target`: transplant into this model (same class and config; changed in place and returned) instead
+    of a fresh seeded one. `source_name` and `relaxation` are recorded in the provenance (defaults: the source's
+    `name_or_path`, `config.relaxation`). A mask that keeps nothing or everything is refused: use
     `build_arm(..., "scratch" / "full")`.
     """
-    return _transfer(source, check_keeps_some(masks), seed, config=config, arm="subnetwork",
-                     source_name=source_name, relaxation=relaxation, original_masks=masks)
+    return _transfer(source, check_keeps_some(keep_pruned_kinds(masks, config)), seed, config=config,
+                     arm="subnetwork", target=target, source_name=source_name, relaxation=relaxation)
 
 
 def _transfer(source: nn.Module, masks: Mapping[str, torch.Tensor], seed: int, *, config: Any, arm: str,
-              source_name: str | None, relaxation: str | None, original_masks: Mapping[str, Any] | None) -> nn.Module:
-    model = fresh_model(source, seed)
+              target: nn.Module | None, source_name: str | None, relaxation: str | None) -> nn.Module:
+    model = _target(source, target, seed)
     gates = parameter_gates(model, masks, config)
     transfer_gates(source, gates, seed, model=model)
-    attach_provenance(model, source=source_model(source), arm=arm, seed=seed, gates=gates, masks=masks,
-                      config=config, source_name=source_name, relaxation=relaxation)
+    attach_provenance(model, source=source_model(source), arm=arm, seed=None if target is not None else seed,
+                      gates=gates, masks=masks, config=config, source_name=source_name, relaxation=relaxation)
     return model
+
+
+def _target(source: nn.Module, target: nn.Module | None, seed: int) -> nn.Module:
+    if target is None:
+        return fresh_model(source, seed)
+    check_same_model(source, target)
+    return target
