@@ -67,6 +67,10 @@ def warnings_for(records: Sequence[Mapping[str, Any]], diagnostics: Mapping[str,
     if short:
         notes.append(f"{len(short)} run(s) trained for less than one epoch ({', '.join(short[:4])}): their accuracy "
                      "says nothing about the data; raise the epochs.")
+    moved = sorted({f"{r['arm']} k={r['k']} seed={r['seed']}" for r in records if r.get("transplant_intact") is False})
+    if moved:
+        notes.append(f"Transplanted (frozen) entries changed during training in {len(moved)} run(s) "
+                     f"({', '.join(moved[:4])}): those arms did not keep the source's weights; report this as a bug.")
     if chance is not None and records and max(float(r["best_validation"]) for r in records) <= chance + 0.02:
         notes.append(f"No run beats chance ({chance:.3f}) on validation: the comparison between arms is empty; "
                      "check the learning rate and the epochs.")

@@ -144,6 +144,7 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
                                             learning_rate=args.learning_rate, batch_size=args.batch_size, seed=seed,
                                             weight_decay=args.weight_decay, callbacks=[best])
                     record = {"arm": arm, "k": k, "seed": seed, "train_rows": len(splits["train"]),
+                              **transplant_check(model, source),
                               "test_accuracy": best.test_at_best, "best_validation": best.best_validation,
                               "best_epoch": best.best_epoch, "validation_history": best.history, **info,
                               "seconds": time.time() - started, "settings": settings}
@@ -152,6 +153,21 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
                                 seed, record["test_accuracy"], record["best_validation"], record["best_epoch"])
                 records.append(record)
     return write_report(out, records, diagnostics, args)
+
+
+def transplant_check(model: Any, source: Any) -> dict[str, Any]:
+    """How many entries are frozen and whether every one still equals the source after training (a guard: a
+    frozen entry that moved would make the arm a different experiment without any error)."""
+    from .freezing import frozen_gates
+
+    frozen, intact = 0, True
+    for name, gate in frozen_gates(model).items():
+        module_name, _, attribute = name.rpartition(".")
+        effective = getattr(model.get_submodule(module_name) if module_name else model, attribute)
+        gate = gate.bool().to(effective.device)
+        frozen += int(gate.sum())
+        intact &= bool(effective.detach()[gate].equal(source.get_parameter(name).detach()[gate].to(effective.device)))
+    return {"frozen_entries": frozen, "transplant_intact": intact}
 
 
 def write_report(out: Path, records: list[dict[str, Any]], diagnostics: Mapping[str, Any],

@@ -35,6 +35,12 @@ def test_arithmetic_run_writes_source_masks_records_and_report(prepared):
     assert record["train_rows"] == 16 and record["steps"] == 2 and record["epochs"] == 2.0
     assert len(record["validation_history"]) == 2 and record["best_validation"] == max(record["validation_history"])
     assert record["best_epoch"] == 1 + record["validation_history"].index(record["best_validation"])
+    # The subnetwork arm froze exactly the kept entries, and training (AdamW, decay 0.01) left them as in the source.
+    from safetensors.torch import load_file
+    kept = int(sum(m.sum() for m in load_file(out / "subnetwork" / "masks.safetensors").values()))
+    assert record["frozen_entries"] == kept and record["transplant_intact"] is True
+    scratch = json.loads(records[0].read_text())
+    assert scratch["frozen_entries"] == 0 and scratch["transplant_intact"] is True
     assert [(r["arm"], r["k"], r["n"]) for r in report["summary"]] == [("subnetwork", 4, 1), ("scratch", 4, 1)]
     diagnostics = report["diagnostics"]
     assert 0 < diagnostics["kept_fraction"] < 1 and 0 <= diagnostics["subnetwork_accuracy"] <= 1
@@ -102,10 +108,11 @@ def test_summary_and_comparisons_by_hand():
 
 def test_warnings_name_each_meaningless_result():
     records = [{"arm": "scratch", "k": 0, "seed": 0, "epochs": 0.5, "best_validation": 0.15, "test_accuracy": 0.1}]
+    records.append({**records[0], "epochs": 3, "transplant_intact": False})
     notes = warnings_for(records, {"source_accuracy": 0.5, "subnetwork_accuracy": 0.3, "kept_fraction": 1.0},
                          chance=1 / 7)
-    assert len(notes) == 5
-    assert [n.split()[1] for n in notes] == ["source", "subnetwork", "subnetwork", "run(s)", "run"]
+    assert len(notes) == 6
+    assert [n.split()[1] for n in notes] == ["source", "subnetwork", "subnetwork", "run(s)", "(frozen)", "run"]
     assert warnings_for([{**records[0], "epochs": 3, "best_validation": 0.9}],
                         {"source_accuracy": 0.99, "subnetwork_accuracy": 0.99, "kept_fraction": 0.3},
                         chance=1 / 7) == []
