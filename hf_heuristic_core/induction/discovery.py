@@ -30,9 +30,10 @@ SOURCE_TARGET_MODULES = ("wte", "c_attn", "c_proj", "c_fc")
 
 def discover_subnetwork(model: nn.Module, data: Dataset, *, target_modules: Sequence[str] = SOURCE_TARGET_MODULES,
                         epochs: int = 30, learning_rate: float = 1e-2, batch_size: int = 64,
-                        penalty: float = 1e-6, beta_max: float = 100.0, init: float = 0.0, seed: int = 0
-                        ) -> dict[str, torch.Tensor]:
-    """Binary weight masks (1 = keep) for the task in `data`; `model` is returned to its unmasked state."""
+                        penalty: float = 1e-6, beta_max: float = 100.0, init: float = 0.0, seed: int = 0,
+                        save_directory: str | None = None) -> dict[str, torch.Tensor]:
+    """Binary weight masks (1 = keep) for the task in `data`; `model` is returned to its unmasked state. With
+    `save_directory` the masks are also written as a mask artifact (`read_artifact`, `hf-heuristic-core subtasks`)."""
     from ..config import PruningConfig
     from ..model import PrunableModel
     from ..relaxations.continuous_sparsification import beta_after_epochs
@@ -65,6 +66,8 @@ def discover_subnetwork(model: nn.Module, data: Dataset, *, target_modules: Sequ
                         prunable.relaxation.beta)
         prunable.eval()
         masks = {name: mask.detach().clone() for name, mask in prunable.get_masks(binary=True).items()}
+        if save_directory is not None:
+            prunable.save_pretrained(save_directory)
     finally:
         prunable.unwrap()
     return masks

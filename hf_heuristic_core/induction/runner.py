@@ -26,7 +26,7 @@ from typing import Any
 
 from ..cli.induce import ARM_CHOICES, InductionArguments
 from ..errors import UsageError
-from ..io_utils import atomic_write, atomic_write_text
+from ..io_utils import atomic_write_text
 
 __all__ = ["ARM_CHOICES", "InductionArguments", "load_masks", "run_induction"]
 
@@ -94,18 +94,15 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
     if masks is None and args.masks:
         masks = load_masks(args.masks)
     if masks is None and args.arithmetic:
-        mask_file = out / "subnetwork" / "masks.safetensors"
-        if not mask_file.exists():
-            from safetensors.torch import save_file
+        mask_dir = out / "subnetwork"
+        if not (mask_dir / "pruning_config.json").exists():
             started = time.time()
-            found = discover_subnetwork(source, s1, target_modules=args.mask_target_modules.split(","),
-                                        epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
-                                        penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed)
-            mask_file.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(mask_file, lambda tmp: save_file({k: v.contiguous() for k, v in found.items()}, tmp))
-            atomic_write_text(mask_file.parent / "discovery.json",
-                              json.dumps({"seconds": time.time() - started}, indent=2) + "\n")
-        masks = load_masks(str(mask_file))
+            discover_subnetwork(source, s1, target_modules=args.mask_target_modules.split(","),
+                                epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
+                                penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed,
+                                save_directory=str(mask_dir))
+            atomic_write_text(mask_dir / "discovery.json", json.dumps({"seconds": time.time() - started}) + "\n")
+        masks = load_masks(str(mask_dir))
     if masks is not None:
         masks = {name: torch.as_tensor(value).float() for name, value in masks.items()}
         described = describe_masks(masks)

@@ -10,7 +10,7 @@ import torch
 from hf_heuristic_core.cli.induce import InductionArguments
 from hf_heuristic_core.errors import UsageError
 from hf_heuristic_core.induction.report import compare_arms, summarize, warnings_for
-from hf_heuristic_core.induction.runner import run_induction
+from hf_heuristic_core.induction.runner import load_masks, run_induction
 
 TINY = dict(num_tokens=12, eval_size=30, epochs=2, source_epochs=3, mask_epochs=2, layers=1, hidden=16, heads=2,
             inner=32, batch_size=16)
@@ -27,7 +27,7 @@ def prepared(tmp_path_factory):
 
 def test_arithmetic_run_writes_source_masks_records_and_report(prepared):
     out, report = prepared
-    assert (out / "source" / "config.json").exists() and (out / "subnetwork" / "masks.safetensors").exists()
+    assert (out / "source" / "config.json").exists() and (out / "subnetwork" / "pruning_config.json").exists()
     records = sorted((out / "runs").glob("*.json"))
     assert [p.name for p in records] == ["scratch-k4-seed0.json", "subnetwork-k4-seed0.json"]
     record = json.loads(records[1].read_text())
@@ -36,8 +36,7 @@ def test_arithmetic_run_writes_source_masks_records_and_report(prepared):
     assert len(record["validation_history"]) == 2 and record["best_validation"] == max(record["validation_history"])
     assert record["best_epoch"] == 1 + record["validation_history"].index(record["best_validation"])
     # The subnetwork arm froze exactly the kept entries, and training (AdamW, decay 0.01) left them as in the source.
-    from safetensors.torch import load_file
-    kept = int(sum(m.sum() for m in load_file(out / "subnetwork" / "masks.safetensors").values()))
+    kept = int(sum(m.sum() for m in load_masks(str(out / "subnetwork")).values()))
     assert record["frozen_entries"] == kept and record["transplant_intact"] is True
     scratch = json.loads(records[0].read_text())
     assert scratch["frozen_entries"] == 0 and scratch["transplant_intact"] is True
@@ -52,7 +51,7 @@ def test_arithmetic_run_writes_source_masks_records_and_report(prepared):
 def test_interrupted_run_resumes_without_retraining_finished_records(prepared, tmp_path, monkeypatch):
     source_dir, _ = prepared
     args = dict(output_dir=str(tmp_path), source=str(source_dir / "source"),
-                masks=str(source_dir / "subnetwork" / "masks.safetensors"), arms="subnetwork,random", seeds="0",
+                masks=str(source_dir / "subnetwork"), arms="subnetwork,random", seeds="0",
                 ks="4", figure=True, **TINY)
     calls = []
     from hf_heuristic_core.induction import training
@@ -83,11 +82,13 @@ def test_interrupted_run_resumes_without_retraining_finished_records(prepared, t
 
 
 def test_in_memory_source_and_masks(prepared, tmp_path):
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM
-    from safetensors.torch import load_file
     out, _ = prepared
     source = AutoModelForCausalLM.from_pretrained(out / "source")
-    masks = load_file(out / "subnetwork" / "masks.safetensors")
+    masks = load_masks(str(out / "subnetwork"))          # the mask artifact the --arithmetic run wrote
+    save_file(masks, tmp_path / "plain.safetensors")     # a bare masks file works too
+    assert load_masks(str(tmp_path / "plain.safetensors")).keys() == masks.keys()
     report = run_induction(InductionArguments(output_dir=str(tmp_path), source="in-memory", masks="in-memory",
                                               arms="full", seeds="1", ks="0", figure=False, **TINY),
                            source=source, masks=masks)
