@@ -134,3 +134,19 @@ def test_missing_source_folder_is_named(tmp_path):
     with pytest.raises(UsageError, match="config.json missing"):
         run_induction(InductionArguments(output_dir=str(tmp_path), source=str(tmp_path / "nope"),
                                          masks=str(tmp_path / "m.safetensors"), **TINY))
+
+
+def test_figure_draws_the_mean_line_and_the_seed_band():
+    from hf_heuristic_core.plotting.induction import plot_induction_curves
+    records = [{"arm": a, "k": k, "seed": s, "test_accuracy": v} for a, k, s, v in [
+        ("subnetwork", 20, 0, 0.4), ("subnetwork", 20, 1, 0.5), ("subnetwork", 100, 0, 0.6), ("subnetwork", 100, 1, 0.8),
+        ("scratch", 20, 0, 0.3), ("scratch", 100, 0, 0.5)]]
+    figure = plot_induction_curves(summarize(records), chance=1 / 7)
+    axes = figure.axes[0]
+    assert list(axes.lines[0].get_xdata()) == [20, 100]
+    assert list(axes.lines[0].get_ydata()) == pytest.approx([0.45, 0.7])
+    band = axes.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(0.4) and band.max() == pytest.approx(0.8)
+    assert axes.lines[-1].get_ydata()[0] == pytest.approx(1 / 7) and axes.get_xscale() == "log"
+    with pytest.raises(ValueError, match="summary is empty"):
+        plot_induction_curves([])
