@@ -88,6 +88,11 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
         if (source_dir / "training.json").exists():
             diagnostics["source_test_accuracy"] = json.loads((source_dir / "training.json").read_text())["test_accuracy"]
     source.eval()
+    vocab = getattr(getattr(source, "config", None), "vocab_size", None)
+    if vocab is not None and vocab != args.num_tokens + 1:
+        raise UsageError(f"The source model has {vocab} tokens but --num_tokens {args.num_tokens} means "
+                         f"{args.num_tokens + 1} (numbers 0..{args.num_tokens - 1} and the separator): its rows would "
+                         f"not be the ones the source learned; pass --num_tokens {vocab - 1}.")
     pairs = [(a, b) for a in range(args.num_tokens) for b in range(args.num_tokens)]
     t1, s1 = (arithmetic_dataset(task, pairs, args.num_tokens, args.modulus) for task in ("t1", "s1"))
     diagnostics.update(source_task="T1 = a + ab", source_accuracy=labeled_accuracy(source, t1))

@@ -150,3 +150,10 @@ def test_figure_draws_the_mean_line_and_the_seed_band():
     assert axes.lines[-1].get_ydata()[0] == pytest.approx(1 / 7) and axes.get_xscale() == "log"
     with pytest.raises(ValueError, match="summary is empty"):
         plot_induction_curves([])
+
+
+def test_source_with_another_vocabulary_is_refused(prepared, tmp_path):
+    out, _ = prepared
+    with pytest.raises(UsageError, match="pass --num_tokens 12"):
+        run_induction(InductionArguments(output_dir=str(tmp_path), source=str(out / "source"),
+                                         masks=str(out / "subnetwork"), **{**TINY, "num_tokens": 10}))
