@@ -17,6 +17,7 @@ def plot_induction_curves(summary: Sequence[Mapping[str, Any]], path: Any = None
                           title: str | None = None):
     """`summary`: rows with arm, k, mean, min, max (as `induction.report.summarize` returns)."""
     import matplotlib.figure
+    import matplotlib.ticker
 
     rows = list(summary)
     if not rows:
@@ -32,8 +33,11 @@ def plot_induction_curves(summary: Sequence[Mapping[str, Any]], path: Any = None
                         color=line.get_color(), alpha=0.2, linewidth=0)
     if chance is not None:
         ax.axhline(chance, color="grey", linestyle="--", linewidth=1, label="chance")
-    if len({row["k"] for row in rows}) > 1 and min(row["k"] for row in rows) > 0:
+    ks = sorted({row["k"] for row in rows})
+    if len(ks) > 1 and ks[0] > 0:
         ax.set_xscale("log")
+    ax.set_xticks(ks, [str(k) for k in ks])   # the k values themselves, not 2x10^1
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("disambiguating training examples k")
     ax.set_ylabel("test accuracy (best validation epoch)")
     ax.set_ylim(0, 1)

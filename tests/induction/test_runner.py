@@ -157,3 +157,10 @@ def test_source_with_another_vocabulary_is_refused(prepared, tmp_path):
     with pytest.raises(UsageError, match="pass --num_tokens 12"):
         run_induction(InductionArguments(output_dir=str(tmp_path), source=str(out / "source"),
                                          masks=str(out / "subnetwork"), **{**TINY, "num_tokens": 10}))
+
+
+def test_figure_ticks_are_the_k_values():
+    from hf_heuristic_core.plotting.induction import plot_induction_curves
+    rows = [{"arm": "scratch", "k": k, "n": 1, "mean": 0.5, "min": 0.5, "max": 0.5} for k in (20, 100)]
+    axes = plot_induction_curves(rows).axes[0]
+    assert [t.get_text() for t in axes.get_xticklabels()] == ["20", "100"]
