@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
@@ -57,8 +58,10 @@ def _read_record(path: Path, settings: Mapping[str, Any]) -> dict[str, Any] | No
     return record
 
 
-def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any) -> tuple[Any, Any, dict]:
-    """The source model and masks (trained / discovered when --arithmetic and absent) and their checks."""
+def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any, arithmetic_checks: bool = True
+                    ) -> tuple[Any, Any, dict]:
+    """The source model and masks (trained / discovered when --arithmetic and absent) and their checks (on T1 and
+    S1 only when the target data is the arithmetic one: another task's source is not an a + ab model)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -78,9 +81,11 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
                                     learning_rate=args.source_learning_rate, batch_size=args.source_batch_size,
                                     seed=args.data_seed, weight_decay=0.01)
             info.update(test_accuracy=labeled_accuracy(model, splits["test"]), seconds=time.time() - started)
-            source_dir.mkdir(parents=True, exist_ok=True)
-            model.save_pretrained(source_dir)
-            atomic_write_text(source_dir / "training.json", json.dumps(info, indent=2) + "\n")
+            staging = source_dir.with_name(source_dir.name + ".partial")   # a crash never leaves half a model
+            shutil.rmtree(staging, ignore_errors=True)
+            model.save_pretrained(staging)
+            (staging / "training.json").write_text(json.dumps(info, indent=2) + "\n")
+            staging.rename(source_dir)
         if not (source_dir / "config.json").exists():
             raise UsageError(f"--source {source_dir}: no saved model there (config.json missing); pass the folder "
                              "save_pretrained wrote, or --arithmetic to train one.")
@@ -88,6 +93,12 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
         if (source_dir / "training.json").exists():
             diagnostics["source_test_accuracy"] = json.loads((source_dir / "training.json").read_text())["test_accuracy"]
     source.eval()
+    if not arithmetic_checks:
+        masks = load_masks(args.masks) if masks is None and args.masks else masks
+        if masks is not None:
+            masks = {name: torch.as_tensor(value).float() for name, value in masks.items()}
+            diagnostics.update(kept_fraction=describe_masks(masks)["kept_fraction"])
+        return source, masks, diagnostics
     vocab = getattr(getattr(source, "config", None), "vocab_size", None)
     if vocab is not None and vocab != args.num_tokens + 1:
         raise UsageError(f"The source model has {vocab} tokens but --num_tokens {args.num_tokens} means "
@@ -127,7 +138,10 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
 
     out = Path(args.output_dir)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    source, masks, diagnostics = _prepare_source(args, out, source, masks)
+    if data is not None and args.arithmetic:
+        raise UsageError("--arithmetic trains an a + ab source for the arithmetic target task; with your own data, "
+                         "pass the source and masks instead.")
+    source, masks, diagnostics = _prepare_source(args, out, source, masks, arithmetic_checks=data is None)
     settings = args.run_settings()
     if data is None:
         data = lambda k: induction_splits(k, args.num_tokens, args.modulus, args.eval_size, seed=args.data_seed)  # noqa: E731

@@ -164,3 +164,20 @@ def test_figure_ticks_are_the_k_values():
     rows = [{"arm": "scratch", "k": k, "n": 1, "mean": 0.5, "min": 0.5, "max": 0.5} for k in (20, 100)]
     axes = plot_induction_curves(rows).axes[0]
     assert [t.get_text() for t in axes.get_xticklabels()] == ["20", "100"]
+
+
+def test_own_target_data_skips_the_arithmetic_checks(prepared, tmp_path):
+    from hf_heuristic_core.induction.arithmetic import induction_splits
+    out, _ = prepared
+    calls = []
+
+    def data(k):
+        calls.append(k)
+        return induction_splits(k, num_tokens=12, eval_size=10, seed=5, task="s1")
+
+    report = run_induction(InductionArguments(output_dir=str(tmp_path), source=str(out / "source"),
+                                              masks=str(out / "subnetwork"), arms="subnetwork", seeds="0", ks="2",
+                                              figure=False, **TINY), data=data)
+    assert calls == [2] and set(report["diagnostics"]) == {"kept_fraction", "source_test_accuracy"}
+    record = json.loads((tmp_path / "runs" / "subnetwork-k2-seed0.json").read_text())
+    assert record["train_rows"] == 14 and record["transplant_intact"] is True
