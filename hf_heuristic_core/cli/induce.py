@@ -24,11 +24,16 @@ ARM_CHOICES = ("subnetwork", "random", "inverse", "full", "scratch")
 # Fields that change what a run computes: a record written under other values is not comparable.
 RUN_FIELDS = ("num_tokens", "modulus", "eval_size", "data_seed", "epochs", "learning_rate", "batch_size",
               "weight_decay")
+# --arithmetic: what the saved source and subnetwork were made with (reused only under the same values).
+SOURCE_FIELDS = ("num_tokens", "modulus", "data_seed", "source_epochs", "source_learning_rate", "source_batch_size",
+                 "source_train_fraction", "layers", "hidden", "heads", "inner")
+MASK_FIELDS = ("data_seed", "mask_target_modules", "mask_epochs", "mask_learning_rate", "mask_penalty",
+               "mask_beta_max")
 
 
 @dataclass
 class InductionArguments:
-    """Subtask Induction on modular arithmetic; defaults: the CPU-scale setup of SECOND_WAVE.md (~10 min, 2 cores)."""
+    """Subtask Induction on modular arithmetic; defaults: the CPU-scale setup of SECOND_WAVE.md (~13 min on 2 busy cores)."""
 
     output_dir: str = field(default="runs/induction", metadata={"help": "Where records and the report go (resumable)."})
     source: str | None = field(default=None, metadata={
@@ -103,8 +108,8 @@ class InductionArguments:
     def k_list(self) -> list[int]:
         return self._ints("ks")
 
-    def run_settings(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in RUN_FIELDS}
+    def run_settings(self, names: Sequence[str] = RUN_FIELDS) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in names}
 
 
 

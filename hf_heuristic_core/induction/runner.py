@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..cli.induce import ARM_CHOICES, InductionArguments
+from ..cli.induce import ARM_CHOICES, MASK_FIELDS, SOURCE_FIELDS, InductionArguments
 from ..errors import UsageError
 from ..io_utils import atomic_write_text
 
@@ -48,13 +48,20 @@ def _record_path(out: Path, arm: str, k: int, seed: int) -> Path:
     return out / "runs" / f"{arm}-k{k}-seed{seed}.json"
 
 
+def _same_settings(path: Path, saved: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> None:
+    """Reusing a result made under other settings would report it under the new ones: refuse."""
+    if saved != dict(wanted):
+        changed = {k: (None if saved is None else saved.get(k), v) for k, v in wanted.items()
+                   if saved is None or saved.get(k) != v}
+        raise UsageError(f"{path} was made with other settings (saved vs now: {changed}); use a new --output_dir, "
+                         "or the settings it was made with.")
+
+
 def _read_record(path: Path, settings: Mapping[str, Any]) -> dict[str, Any] | None:
     if not path.exists():
         return None
     record = json.loads(path.read_text())
-    if record.get("settings") != dict(settings):
-        raise UsageError(f"{path} was trained with other settings ({record.get('settings')} vs {dict(settings)}); "
-                         "use a new --output_dir, or the settings it was made with.")
+    _same_settings(path, record.get("settings"), settings)
     return record
 
 
@@ -80,7 +87,8 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
             info = train_last_token(model, splits["train"], epochs=args.source_epochs,
                                     learning_rate=args.source_learning_rate, batch_size=args.source_batch_size,
                                     seed=args.data_seed, weight_decay=0.01)
-            info.update(test_accuracy=labeled_accuracy(model, splits["test"]), seconds=time.time() - started)
+            info.update(test_accuracy=labeled_accuracy(model, splits["test"]), seconds=time.time() - started,
+                        settings=args.run_settings(SOURCE_FIELDS))
             staging = source_dir.with_name(source_dir.name + ".partial")   # a crash never leaves half a model
             shutil.rmtree(staging, ignore_errors=True)
             model.save_pretrained(staging)
@@ -91,7 +99,10 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
                              "save_pretrained wrote, or --arithmetic to train one.")
         source = AutoModelForCausalLM.from_pretrained(source_dir)
         if (source_dir / "training.json").exists():
-            diagnostics["source_test_accuracy"] = json.loads((source_dir / "training.json").read_text())["test_accuracy"]
+            trained = json.loads((source_dir / "training.json").read_text())
+            if args.arithmetic:
+                _same_settings(source_dir, trained.get("settings"), args.run_settings(SOURCE_FIELDS))
+            diagnostics["source_test_accuracy"] = trained["test_accuracy"]
     source.eval()
     if not arithmetic_checks:
         masks = load_masks(args.masks) if masks is None and args.masks else masks
@@ -117,7 +128,10 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
                                 epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
                                 penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed,
                                 save_directory=str(mask_dir))
-            atomic_write_text(mask_dir / "discovery.json", json.dumps({"seconds": time.time() - started}) + "\n")
+            atomic_write_text(mask_dir / "discovery.json", json.dumps(
+                {"seconds": time.time() - started, "settings": args.run_settings(MASK_FIELDS)}, indent=2) + "\n")
+        found = json.loads((mask_dir / "discovery.json").read_text()) if (mask_dir / "discovery.json").exists() else {}
+        _same_settings(mask_dir, found.get("settings"), args.run_settings(MASK_FIELDS))
         masks = load_masks(str(mask_dir))
     if masks is not None:
         masks = {name: torch.as_tensor(value).float() for name, value in masks.items()}

@@ -77,7 +77,7 @@ def test_interrupted_run_resumes_without_retraining_finished_records(prepared, t
     assert [r["arm"] for r in report["summary"]] == ["subnetwork", "random"]
     assert (tmp_path / "induction.png").exists() and (tmp_path / "report.json").exists()
     # Other training settings in the same folder are refused, not mixed in.
-    with pytest.raises(UsageError, match="other settings"):
+    with pytest.raises(UsageError, match=r"other settings \(saved vs now: \{'learning_rate': \(0.003, 0.01\)\}"):
         run_induction(InductionArguments(**{**args, "learning_rate": 1e-2}))
 
 
@@ -181,3 +181,15 @@ def test_own_target_data_skips_the_arithmetic_checks(prepared, tmp_path):
     assert calls == [2] and set(report["diagnostics"]) == {"kept_fraction", "source_test_accuracy"}
     record = json.loads((tmp_path / "runs" / "subnetwork-k2-seed0.json").read_text())
     assert record["train_rows"] == 14 and record["transplant_intact"] is True
+
+
+def test_reusing_a_source_or_subnetwork_made_with_other_settings_is_refused(prepared, tmp_path):
+    import shutil
+    out, _ = prepared
+    shutil.copytree(out / "source", tmp_path / "source")
+    shutil.copytree(out / "subnetwork", tmp_path / "subnetwork")
+    base = dict(output_dir=str(tmp_path), arithmetic=True, arms="scratch", seeds="0", ks="1", figure=False)
+    with pytest.raises(UsageError, match="source was made with other settings.*'source_epochs': \\(3, 4\\)"):
+        run_induction(InductionArguments(**base, **{**TINY, "source_epochs": 4}))
+    with pytest.raises(UsageError, match="subnetwork was made with other settings.*mask_target_modules"):
+        run_induction(InductionArguments(**base, **{**TINY, "mask_target_modules": "c_fc"}))
