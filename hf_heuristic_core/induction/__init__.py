@@ -1,9 +1,9 @@
 """Subtask Induction (Zhang, Lepori & Pavlick): transplant a subtask's subnetwork into a fresh model, frozen.
 
 `transfer_subnetwork(source, masks, seed)` builds the model; `build_arm(source, masks, arm, seed)` builds it or one of
-its controls (random subnetwork of equal per-layer size, inverse, full transfer, scratch). Saved models are normal
-checkpoints with the provenance in their card; `load_transplanted` reloads one frozen again, `merge_transplant`
-turns a transplanted model into a plain one.
+its controls (random subnetwork of equal per-tensor / per-layer size, drawn from all entries or from the
+complement; inverse; full transfer; scratch). Saved models are normal checkpoints with the provenance in their card;
+`load_transplanted` reloads one frozen again, `merge_transplant` turns a transplanted model into a plain one.
 """
 
 from .controls import ARMS, build_arm, inverse_masks, random_like_counts

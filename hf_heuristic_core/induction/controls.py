@@ -5,6 +5,7 @@
   layer, transplanted the same way. Weight masks are shuffled within each tensor; `heads` / `neurons` within each
   layer's row. `mlps` has one entry per layer, so keeping per-layer counts would reproduce the mask itself; it is
   shuffled across layers (same number of blocks).
+- `random_complement`: the same, drawn only from the entries the subnetwork does not keep (disjoint from it).
 - `inverse`: everything the masks cover except the subnetwork (`1 - mask` for every given mask). Tensors the masks do
   not cover stay fresh, as in the subnetwork arm, so the two arms differ only inside the masked region.
 - `full`: every source weight copied (parameters and buffers) and **trainable**: the paper's full-model transfer
@@ -25,34 +26,48 @@ from torch import nn
 from ..errors import UsageError
 from .gates import validate_binary
 from .provenance import attach_provenance
-from .transfer import _target, _transfer, check_keeps_some, keep_pruned_kinds, source_model, source_tensors
+from .transfer import (
+    _target,
+    _transfer,
+    check_keeps_some,
+    keep_pruned_kinds,
+    source_model,
+    source_tensors,
+    unpack_masks,
+)
 
 __all__ = ["ARMS", "build_arm", "inverse_masks", "random_like_counts"]
 
-ARMS = ("subnetwork", "random", "inverse", "full", "scratch")
+ARMS = ("subnetwork", "random", "random_complement", "inverse", "full", "scratch")
 
 
-def random_like_counts(masks: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+def random_like_counts(masks: Mapping[str, Any], seed: int, complement: bool = False) -> dict[str, torch.Tensor]:
     """Random binary masks with the same kept count as `masks` per tensor, and per layer row for `heads` /
-    `neurons` (see the module docstring for `mlps`). Same dtype and device as each input; seeded, repeatable."""
+    `neurons` (see the module docstring for `mlps`). Same dtype and device as each input; seeded, repeatable.
+    `complement=True` draws only from entries the mask does not keep (the paper's "random from the complement"),
+    which needs every tensor (row) to keep at most half of its entries."""
     generator = torch.Generator().manual_seed(seed)
     out: dict[str, torch.Tensor] = {}
     for key in sorted(masks):
-        mask = validate_binary(key, torch.as_tensor(masks[key]))
+        mask = validate_binary(key, torch.as_tensor(masks[key])).cpu()
         if key in ("heads", "neurons") and mask.dim() == 2:
-            rows = [_shuffled(row, generator) for row in mask.cpu()]
-            shuffled = torch.stack(rows)
+            shuffled = torch.stack([_shuffled(key, row, generator, complement) for row in mask])
         else:
-            shuffled = _shuffled(mask.cpu().flatten(), generator).view(mask.shape)
+            shuffled = _shuffled(key, mask.flatten(), generator, complement).view(mask.shape)
         original = torch.as_tensor(masks[key])
         out[key] = shuffled.to(device=original.device, dtype=original.dtype)
     return {key: out[key] for key in masks}
 
 
-def _shuffled(flat: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _shuffled(key: str, flat: torch.Tensor, generator: torch.Generator, complement: bool) -> torch.Tensor:
     kept = int(flat.sum())
+    pool = (~flat).nonzero().flatten() if complement else torch.arange(flat.numel())
+    if kept > pool.numel():
+        raise UsageError(f"The {key!r} mask keeps {kept} of {flat.numel()} entries (in one tensor or layer row), more "
+                         f"than its complement holds ({pool.numel()}); a same-size random mask from the complement "
+                         "does not exist. Use arm='random' (drawn from all entries).")
     result = torch.zeros(flat.numel(), dtype=torch.bool)
-    result[torch.randperm(flat.numel(), generator=generator)[:kept]] = True
+    result[pool[torch.randperm(pool.numel(), generator=generator)[:kept]]] = True
     return result
 
 
@@ -73,7 +88,8 @@ def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed
     model carries its provenance (`model.subtask_induction`)."""
     if arm not in ARMS:
         raise UsageError(f"Unknown arm {arm!r}; choose one of {', '.join(ARMS)}.")
-    record = dict(config=config, source_name=source_name, relaxation=relaxation)
+    masks, config, source_name = unpack_masks(source, masks, config, source_name)
+    record = {"config": config, "source_name": source_name, "relaxation": relaxation}
     if arm in ("full", "scratch"):
         model = _target(source, target, seed)
         if arm == "full":
@@ -84,8 +100,8 @@ def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed
     if masks is None:
         raise UsageError(f"arm={arm!r} needs the subnetwork's masks (prunable.get_masks(binary=True)).")
     binary = check_keeps_some(keep_pruned_kinds(masks, config))
-    if arm == "random":
-        binary = random_like_counts(binary, seed)
+    if arm in ("random", "random_complement"):
+        binary = random_like_counts(binary, seed, complement=arm == "random_complement")
     elif arm == "inverse":
         binary = inverse_masks(binary)
     return _transfer(source, binary, seed, arm=arm, target=target, **record)

@@ -1,10 +1,11 @@
-"""Freezing part of a tensor in a way no optimizer can undo: `w = where(g, w_src, w_new)`.
+"""Freezing part of a tensor in a way no optimizer can undo: `w = g * w_src + (1 - g) * w_new`.
 
 Zeroing the gradient of frozen entries is not enough: AdamW's decoupled weight decay (and momentum from earlier
 steps) moves entries whose gradient is zero. So a partly transplanted tensor is reparametrized with
 `torch.nn.utils.parametrize`: the trainable parameter is `w_new` (the fresh initialization), the gate `g` and the
-source values `w_src` are buffers, and the module sees `g * w_src + (1 - g) * w_new`, computed as `torch.where`
-so the frozen entries are the source's bit for bit whatever `w_new` becomes (even inf/nan). Whatever the optimizer
+frozen source values are buffers, and the module sees `g * w_src + (1 - g) * w_new`, computed as
+`w_new.masked_scatter(g, w_src[g])` so the frozen entries are the source's bit for bit whatever `w_new` becomes
+(even inf/nan) and get no gradient. Whatever the optimizer
 does to `w_new` at gated entries is invisible. A tensor transplanted entirely is a plain parameter with
 `requires_grad=False` (Trainer leaves it out of the optimizer); a tensor with no gated entry stays a plain parameter.
 
@@ -26,15 +27,19 @@ __all__ = ["Transplant", "accept_plain_state_dicts", "frozen_gates", "install_tr
 
 
 class Transplant(nn.Module):
-    """The parametrization: source values where the gate is set, the trainable tensor elsewhere."""
+    """The parametrization: source values where the gate is set, the trainable tensor elsewhere.
+
+    Only the frozen values are stored (`values`, in row-major order of the gate), not a full copy of the source
+    tensor: a 5% subnetwork costs 5% of the tensor plus a one-byte-per-entry gate."""
 
     def __init__(self, gate: torch.Tensor, source: torch.Tensor) -> None:
         super().__init__()
-        self.register_buffer("gate", gate.to(torch.bool))
-        self.register_buffer("source", source.detach().clone())
+        gate = gate.to(device=source.device, dtype=torch.bool)
+        self.register_buffer("gate", gate)
+        self.register_buffer("values", source.detach()[gate].clone())
 
     def forward(self, fresh: torch.Tensor) -> torch.Tensor:
-        return torch.where(self.gate, self.source, fresh)
+        return fresh.masked_scatter(self.gate, self.values)
 
     def right_inverse(self, value: torch.Tensor) -> torch.Tensor:
         """Assigning effective weights (e.g. `module.weight = w`) sets the trainable part; gated entries stay."""
@@ -81,7 +86,7 @@ def _plain_to_parametrized(model: nn.Module, state_dict: dict, prefix: str, *arg
         plain = prefix + _join(names[id(module)], attribute)
         if base + ".original" not in state_dict and plain in state_dict:
             state_dict[base + ".original"] = state_dict.pop(plain)
-        for buffer in ("gate", "source"):
+        for buffer in ("gate", "values"):
             state_dict.setdefault(f"{base}.0.{buffer}", getattr(transplant, buffer))
         original = module.parametrizations[attribute].original
         if base + ".original" in state_dict:
@@ -128,6 +133,15 @@ def frozen_gates(model: nn.Module) -> dict[str, torch.Tensor]:
     return gates
 
 
+def _own_class(module: nn.Module) -> None:
+    """Give a parametrized module a private copy of its generated class. A deep copy of a parametrized module shares
+    that class with the original, and removing a parametrization deletes the tensor's property from the class: the
+    original would lose its `weight`. Merging a copy (`merge_transplant(copy.deepcopy(model))`) must not do that."""
+    cls = module.__class__
+    namespace = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    module.__class__ = type(cls.__name__, cls.__bases__, namespace)
+
+
 def _join(prefix: str, attribute: str) -> str:
     return f"{prefix}.{attribute}" if prefix else attribute
 
@@ -137,6 +151,8 @@ def merge_transplant(model: nn.Module) -> nn.Module:
     """Remove the transplant parametrizations in place, leaving plain, trainable parameters holding the effective
     weights (tied tensors stay tied). Returns `model`. Nothing is frozen afterwards: this is the model to save or to
     fine-tune without constraints."""
+    for module, _, _ in _parametrized(model):
+        _own_class(module)
     for module, attribute, _ in _parametrized(model):
         if parametrize.is_parametrized(module, attribute):
             parametrize.remove_parametrizations(module, attribute, leave_parametrized=True)

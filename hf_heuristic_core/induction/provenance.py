@@ -144,18 +144,18 @@ def card_text(record: Mapping[str, Any]) -> str:
         lines.append("Control arm: " + ("every weight copied from the source, all trainable." if arm == "full"
                                          else "the model's own fresh initialization; nothing transplanted."))
     else:
-        lines += [f"Granularity of the source masks: {record.get('granularity')}; relaxation: "
-                  f"{record.get('relaxation') or 'not recorded'}.",
-                  f"Transplanted (frozen) entries: {record['kept_entries']} of the {record['masked_entries']} "
-                  f"masked entries ({100 * record['kept_fraction_of_masked']:.2f}%), "
-                  f"{100 * record['kept_fraction_of_model']:.2f}% of the model's {record['model_entries']} "
-                  "parameters. Every other weight is the fresh initialization named above.", "",
+        lines += [(f"Granularity of the source masks: {record.get('granularity')}; relaxation: "
+                   f"{record.get('relaxation') or 'not recorded'}."),
+                  (f"Transplanted (frozen) entries: {record['kept_entries']} of the {record['masked_entries']} "
+                   f"masked entries ({100 * record['kept_fraction_of_masked']:.2f}%), "
+                   f"{100 * record['kept_fraction_of_model']:.2f}% of the model's {record['model_entries']} "
+                   "parameters. Every other weight is the fresh initialization named above."), "",
                   "| layer | kept | of | % |", "|---|---:|---:|---:|"]
         lines += [f"| {layer} | {c['kept']} | {c['total']} | {100 * c['fraction']:.2f} |"
                   for layer, c in record["layers"].items()]
-    lines += ["", f"The weights are a normal checkpoint (effective weights). `{RECORD_NAME}` holds the full "
-              f"record, `{GATES_NAME}` which entries were frozen: "
-              "`hf_heuristic_core.load_transplanted(dir)` reloads the model with them frozen again.", ""]
+    lines += ["", (f"The weights are a normal checkpoint (effective weights). `{RECORD_NAME}` holds the full "
+                   f"record, `{GATES_NAME}` which entries were frozen: "
+                   "`hf_heuristic_core.load_transplanted(dir)` reloads the model with them frozen again."), ""]
     return "\n".join(lines)
 
 

@@ -19,12 +19,12 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from ..errors import MaskShapeError, UsageError
-from .freezing import accept_plain_state_dicts, install_transplant
+from .freezing import Transplant, accept_plain_state_dicts, install_transplant
 from .gates import parameter_gates, tensor_slots, validate_binary
 from .provenance import attach_provenance
 
-__all__ = ["check_keeps_some", "check_same_model", "fresh_model", "keep_pruned_kinds", "source_model", "source_tensors", "transfer_gates",
-           "transfer_subnetwork"]
+__all__ = ["check_keeps_some", "check_same_model", "fresh_model", "keep_pruned_kinds", "source_model", "source_tensors",
+           "transfer_gates", "transfer_subnetwork", "unpack_masks"]
 
 
 def source_model(source: nn.Module) -> nn.Module:
@@ -37,11 +37,21 @@ def source_model(source: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def source_tensors(source: nn.Module) -> dict[str, torch.Tensor]:
-    """The source's raw (unmasked) parameter values by plain parameter name: a weight-mask parametrization of a
-    `PrunableModel` is looked through (its `original`), so names match the unwrapped model."""
+    """The source's parameter values by plain parameter name, as the source computes with them without masks: a
+    weight-mask parametrization of a `PrunableModel` is looked through (its `original`), a transplant of a model
+    built here is applied (its effective weights), so names match the unwrapped, merged model."""
     values: dict[str, torch.Tensor] = {}
     for name, slot in tensor_slots(source).items():
         values[_plain_name(name)] = slot.parameter.detach()
+    for module_name, module in source.named_modules():   # a transplanted source: its effective values, not w_new
+        if not parametrize.is_parametrized(module):
+            continue
+        for attribute, plist in module.parametrizations.items():
+            if any(isinstance(p, Transplant) for p in plist):
+                value = plist.original.detach()
+                for transform in plist:
+                    value = transform(value) if isinstance(transform, Transplant) else value
+                values[f"{module_name}.{attribute}" if module_name else attribute] = value
     return values
 
 
@@ -143,7 +153,7 @@ def check_same_model(source: nn.Module, target: nn.Module) -> None:
             shown = "; ".join(f"{k}: source {a.get(k)!r}, target {b.get(k)!r}" for k in differ[:5])
             raise UsageError(f"The source and target configs differ ({shown}); build the target from the source's "
                              "config (type(source)(source.config)), or leave target=None.")
-    shapes = {n: tuple(p.shape) for n, p in tensor_slots(target).items()}
+    shapes = {n: tuple(slot.parameter.shape) for n, slot in tensor_slots(target).items()}
     for name, value in source_tensors(source).items():
         if name in shapes and shapes[name] != tuple(value.shape):
             raise UsageError(f"Parameter {name!r} has shape {tuple(value.shape)} in the source but {shapes[name]} in "
@@ -169,6 +179,24 @@ def keep_pruned_kinds(masks: Mapping[str, Any], config: Any) -> dict[str, Any]:
     return masks
 
 
+def unpack_masks(source: nn.Module, masks: Any, config: Any, source_name: str | None
+                 ) -> tuple[Mapping[str, Any] | None, Any, str | None]:
+    """Accept a `MaskArtifact` (`read_artifact(dir)`) for `masks`: its masks, its config (unless one is given) and
+    its base model name; refuse masks whose `PruningConfig` names another model type than the source's."""
+    if masks is not None and not isinstance(masks, Mapping) and hasattr(masks, "masks"):
+        config = config if config is not None else getattr(masks, "config", None)
+        masks = masks.masks
+        if source_name is None and config is not None and not isinstance(config, str):
+            source_name = getattr(config, "base_model_name_or_path", None)
+    wanted = getattr(config, "model_type", None) if config is not None and not isinstance(config, str) else None
+    hf_config = getattr(source_model(source), "config", None)
+    actual = getattr(hf_config, "model_type", None) or type(source_model(source)).__name__
+    if wanted and actual and wanted != actual:
+        raise MaskShapeError(f"The masks were learned on a {wanted!r} model (their PruningConfig says so) but the "
+                             f"source is a {actual!r} model; transplant with the source the masks were learned on.")
+    return masks, config, source_name
+
+
 def transfer_subnetwork(source: nn.Module, masks: Mapping[str, Any], seed: int = 0, *, config: Any = None,
                         target: nn.Module | None = None, source_name: str | None = None,
                         relaxation: str | None = None) -> nn.Module:
@@ -176,13 +204,15 @@ def transfer_subnetwork(source: nn.Module, masks: Mapping[str, Any], seed: int =
     weight is freshly initialized with `seed`.
 
     `masks`: weight masks keyed by parameter names, or unit (`heads`, `mlps`) / neuron (`neurons`) masks as
-    `PrunableModel.get_masks(binary=True)` returns them; `config` (the `PruningConfig` or a granularity name) says
+    `PrunableModel.get_masks(binary=True)` returns them, or a `MaskArtifact` (`read_artifact(dir)`: its masks,
+    config and base model name are used); `config` (the `PruningConfig` or a granularity name) says
     how to read them when the keys do not, and which unit kinds were not pruned (their all-ones masks are
     ignored). `target`: transplant into this model (same class and config; changed in place and returned) instead
     of a fresh seeded one. `source_name` and `relaxation` are recorded in the provenance (defaults: the source's
     `name_or_path`, `config.relaxation`). A mask that keeps nothing or everything is refused: use
     `build_arm(..., "scratch" / "full")`.
     """
+    masks, config, source_name = unpack_masks(source, masks, config, source_name)
     return _transfer(source, check_keeps_some(keep_pruned_kinds(masks, config)), seed, config=config,
                      arm="subnetwork", target=target, source_name=source_name, relaxation=relaxation)
 

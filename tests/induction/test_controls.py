@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 
-from hf_heuristic_core import build_arm, frozen_gates, random_like_counts, transfer_subnetwork
+from hf_heuristic_core import (
+    build_arm,
+    frozen_gates,
+    random_like_counts,
+    transfer_subnetwork,
+)
 from hf_heuristic_core.errors import UsageError
 from hf_heuristic_core.granularity.weight.selection import layer_of
 from hf_heuristic_core.induction.provenance import effective_state_dict
-from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -123,7 +128,24 @@ def test_arms_share_the_fresh_initialization_of_a_seed():
 
 def test_arm_errors():
     source = tiny_model("bert")
-    with pytest.raises(UsageError, match="Unknown arm 'shuffled'; choose one of subnetwork, random, inverse"):
+    with pytest.raises(UsageError, match="Unknown arm .shuffled.; choose one of subnetwork, random, random_complement, inverse, full, scratch"):
         build_arm(source, None, "shuffled")
     with pytest.raises(UsageError, match="arm='random' needs the subnetwork's masks"):
         build_arm(source, None, "random")
+
+
+def test_random_from_the_complement_is_disjoint_with_equal_counts_and_refused_when_impossible():
+    source = tiny_model("gpt2", task="causal_lm")
+    masks = _weight_masks(source)
+    drawn = random_like_counts(masks, seed=3, complement=True)
+    for name, mask in masks.items():
+        assert int(drawn[name].sum()) == int(mask.sum()) and not bool((drawn[name] * mask).any())
+    heads = torch.tensor([[1.0, 0, 0, 0], [1, 1, 0, 0]])
+    units = random_like_counts({"heads": heads, "mlps": torch.tensor([1.0, 0])}, seed=0, complement=True)
+    assert units["heads"].sum(1).tolist() == [1.0, 2.0] and not bool((units["heads"] * heads).any())
+    assert units["mlps"].tolist() == [0.0, 1.0]
+    gates = frozen_gates(build_arm(source, masks, "random_complement", seed=SEED))
+    assert all(int(gates[n].sum()) == int(m.sum()) and not bool((gates[n] & m.bool()).any())
+               for n, m in masks.items())
+    with pytest.raises(UsageError, match=r"'heads' mask keeps 3 of 4 entries .* complement holds \(1\).*arm='random'"):
+        random_like_counts({"heads": torch.tensor([[1.0, 1, 1, 0]])}, seed=0, complement=True)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 from torch import nn
 
-from hf_heuristic_core import PrunableModel, PruningConfig, merge_transplant, transfer_subnetwork
+from hf_heuristic_core import (
+    PrunableModel,
+    PruningConfig,
+    merge_transplant,
+    transfer_subnetwork,
+)
 from hf_heuristic_core.induction.provenance import effective_state_dict
-from tiny_models import make_batch, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-from tiny_models import one_torch_thread  # noqa: E402,F401  (the fixture)
 
 SEED = 5
 
@@ -67,6 +71,8 @@ def test_weight_masks_any_parameter_gpt2_tied_embedding_rng_untouched():
     assert torch.equal(torch.get_rng_state(), state)   # the caller's RNG is not consumed
     assert type(model) is type(source) and model.config.to_dict() == source.config.to_dict()
     _check_bits(model, source, {n: m.bool() for n, m in masks.items()})
+    fresh = model.transformer.h[1].attn.c_attn.weight.detach()   # a real draw of the model's init (std 0.15), not a copy
+    assert 0.13 < float(fresh.std()) < 0.17 and not torch.equal(fresh, source.transformer.h[1].attn.c_attn.weight)
     # tied lm_head: one tensor, so its gate is the embedding's; both uses read the same effective weights
     assert torch.equal(model.lm_head.weight, model.transformer.wte.weight)
     assert model.lm_head.parametrizations.weight.original is model.transformer.wte.parametrizations.weight.original
@@ -86,7 +92,7 @@ def test_weight_masks_from_each_relaxation(model_type, relaxation):
                                                    binarization="threshold"))
     generator = torch.Generator().manual_seed(2)
     with torch.no_grad():
-        for _, logits in prunable.mask_logits.items():
+        for _, logits in prunable.mask_logits.items():  # noqa: PERF102  (MaskLogits has no values())
             logits.copy_(torch.randn(logits.shape, generator=generator) * 3)
     masks = prunable.get_masks(binary=True)
     fractions = [float(m.mean()) for m in masks.values()]
@@ -117,7 +123,7 @@ def test_unit_masks_bert_heads_rows_columns_and_mlp_blocks():
         gates[f"{prefix}self.{proj}.bias"] = rows.clone()
     gates[f"{prefix}output.dense.weight"] = rows[None, :].expand(32, 32).clone()   # columns; its bias stays fresh
     for name, p in source.named_parameters():
-        if name.startswith("bert.encoder.layer.1.intermediate.") or name.startswith("bert.encoder.layer.1.output.dense"):
+        if name.startswith(("bert.encoder.layer.1.intermediate.", "bert.encoder.layer.1.output.dense")):
             gates[name] = torch.ones(p.shape, dtype=torch.bool)
     _check_bits(model, source, gates)
     assert not model.bert.encoder.layer[1].output.dense.weight.requires_grad
@@ -211,3 +217,84 @@ def test_merge_transplant_leaves_plain_tied_trainable_parameters_with_the_same_o
         assert torch.equal(value, expected[name]), name
     with torch.no_grad():
         assert torch.equal(model(**batch).logits, before)
+
+
+@pytest.mark.parametrize(("model_type", "inputs", "output", "conv1d"), [
+    ("gpt2", ["transformer.h.{}.mlp.c_fc"], "transformer.h.{}.mlp.c_proj", True),
+    ("bert", ["bert.encoder.layer.{}.intermediate.dense"], "bert.encoder.layer.{}.output.dense", False),
+])
+def test_neuron_masks_conv1d_and_linear_layouts(model_type, inputs, output, conv1d):
+    source = tiny_model(model_type)
+    neurons = torch.zeros(2, 48)
+    neurons[0, [3, 4]] = 1
+    neurons[1, 40] = 1
+    model = transfer_subnetwork(source, {"neurons": neurons}, seed=SEED)
+    gates = {}
+    for layer in range(2):
+        kept = neurons[layer].bool()
+        for path in inputs:            # neuron j: output feature j (Conv1D weight is [in, out]: column j)
+            weight = kept[None, :].expand(32, 48) if conv1d else kept[:, None].expand(48, 32)
+            gates[path.format(layer) + ".weight"] = weight.clone()
+            gates[path.format(layer) + ".bias"] = kept.clone()
+        weight = kept[:, None].expand(48, 32) if conv1d else kept[None, :].expand(32, 48)
+        gates[output.format(layer) + ".weight"] = weight.clone()   # its input feature j; the bias stays fresh
+    _check_bits(model, source, gates)
+
+
+def test_transplant_parametrization_by_hand_nan_proof_and_no_gradient_at_frozen_entries():
+    from hf_heuristic_core.induction import Transplant
+
+    gate = torch.tensor([[True, False, False], [False, True, True]])
+    source = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    fresh = torch.tensor([[float("nan"), -2.0, -3.0], [-4.0, float("inf"), -6.0]], requires_grad=True)
+    transplant = Transplant(gate, source)
+    assert transplant.values.tolist() == [1.0, 5.0, 6.0]          # only the frozen values are stored
+    out = transplant(fresh)
+    assert out.tolist() == [[1.0, -2.0, -3.0], [-4.0, 5.0, 6.0]]   # g * w_src + (1 - g) * w_new, nan/inf ignored
+    (out * torch.arange(1.0, 7.0).view(2, 3)).sum().backward()
+    assert fresh.grad.tolist() == [[0.0, 2.0, 3.0], [4.0, 0.0, 0.0]]
+
+
+def test_merging_a_deep_copy_leaves_the_original_transplanted_model_intact():
+    import copy
+
+    source = tiny_model("gpt2", task="causal_lm")
+    masks = _random_masks(source, ["transformer.wte.weight", "transformer.h.0.mlp.c_fc.weight"])
+    model = transfer_subnetwork(source, masks, seed=SEED).eval()
+    batch = make_batch("gpt2")
+    with torch.no_grad():
+        before = model(**batch).logits
+    merged = merge_transplant(copy.deepcopy(model))
+    assert type(merged.transformer.h[0].mlp.c_fc).__name__ == "Conv1D"
+    assert type(model.transformer.h[0].mlp.c_fc).__name__ == "ParametrizedConv1D"
+    with torch.no_grad():
+        assert torch.equal(model(**batch).logits, before)             # the original still has its weights
+        assert torch.equal(merged(**batch).logits, before)
+    assert model.transformer.wte.parametrizations.weight[0].gate.sum() == masks["transformer.wte.weight"].sum()
+
+
+def test_a_transplanted_model_as_source_gives_its_effective_weights():
+    source = tiny_model("gpt2", task="causal_lm")
+    first = transfer_subnetwork(source, _random_masks(source, ["transformer.h.0.attn.c_attn.weight"]), seed=1)
+    with torch.no_grad():   # what training does to the trainable part (frozen entries must not follow)
+        first.transformer.h[0].attn.c_attn.parametrizations.weight.original.add_(1.0)
+    effective = first.transformer.h[0].attn.c_attn.weight.detach().clone()
+    masks = {"transformer.h.0.attn.c_attn.weight": (torch.rand(32, 96, generator=torch.Generator().manual_seed(4))
+                                                    < 0.5).float()}
+    second = transfer_subnetwork(first, masks, seed=2)
+    gate = masks["transformer.h.0.attn.c_attn.weight"].bool()
+    assert torch.equal(second.transformer.h[0].attn.c_attn.weight[gate], effective[gate])
+
+
+def test_bfloat16_source_gives_a_bfloat16_model_with_exact_transplanted_entries():
+    source = tiny_model("llama", task="causal_lm", dtype=torch.bfloat16)
+    masks = _random_masks(source, ["model.layers.0.self_attn.q_proj.weight", "model.embed_tokens.weight"])
+    model = transfer_subnetwork(source, masks, seed=SEED)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    torch.manual_seed(SEED)
+    reference = dict(type(source)(source.config).to(torch.bfloat16).named_parameters())
+    effective, src = _effective(model), dict(source.named_parameters())
+    for name, fresh in reference.items():
+        gate = masks[name].bool() if name in masks else torch.zeros(fresh.shape, dtype=torch.bool)
+        assert torch.equal(effective[name][gate], src[name].detach()[gate])
+        assert torch.equal(effective[name][~gate], fresh.detach()[~gate]), name

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from hf_heuristic_core import MaskShapeError, PruningConfig, UnsupportedArchitectureError, transfer_subnetwork
-from hf_heuristic_core.errors import UsageError
 from tiny_models import one_torch_thread, tiny_model  # noqa: F401  (fixture)
+
+from hf_heuristic_core import (
+    MaskShapeError,
+    PruningConfig,
+    UnsupportedArchitectureError,
+    transfer_subnetwork,
+)
+from hf_heuristic_core.errors import UsageError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -81,3 +86,60 @@ def test_tied_aliases_with_different_masks_are_refused():
         transfer_subnetwork(source, {"transformer.wte.weight": a, "lm_head.weight": b})
     model = transfer_subnetwork(source, {"lm_head.weight": a}, seed=0)   # the alias alone is the embedding's mask
     assert torch.equal(model.transformer.wte.weight[0], source.transformer.wte.weight[0])
+
+
+def test_a_target_of_another_config_or_class_is_refused_and_a_matching_one_is_used_in_place():
+    source = tiny_model("bert")
+    masks = _bert_masks(source)
+    other = tiny_model("bert", intermediate_size=64)
+    with pytest.raises(UsageError, match=r"configs differ \(intermediate_size: source 48, target 64\)"):
+        transfer_subnetwork(source, masks, target=other)
+    with pytest.raises(UsageError, match="target is a GPT2ForSequenceClassification but the source a "
+                                         "BertForSequenceClassification"):
+        transfer_subnetwork(source, masks, target=tiny_model("gpt2"))
+    target = tiny_model("bert", seed=11)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    model = transfer_subnetwork(source, masks, target=target)
+    assert model is target and model.subtask_induction["seed"] is None
+    name = next(iter(masks))
+    gate = masks[name].bool()
+    weight = model.bert.encoder.layer[0].attention.self.query.weight
+    assert torch.equal(weight[gate], source.state_dict()[name][gate])
+    assert torch.equal(weight[~gate], before[name][~gate])
+
+
+def test_unit_kinds_that_were_not_pruned_are_not_transplanted():
+    from hf_heuristic_core import PrunableModel
+
+    source = tiny_model("bert")
+    config = PruningConfig(prune_mlps=False)
+    prunable = PrunableModel(source, config)
+    prunable.set_masks({"heads": torch.tensor([[1.0, 0, 0, 0], [0, 0, 0, 0]])})
+    masks = prunable.get_masks(binary=True)
+    assert masks["mlps"].tolist() == [1.0, 1.0]          # get_masks reports unpruned kinds as all ones
+    model = transfer_subnetwork(prunable, masks, seed=0, config=prunable.pruning_config)
+    assert set(model.subtask_induction["masks"]) == {"heads"}
+    torch.manual_seed(0)
+    fresh = type(source)(source.config)
+    name = "bert.encoder.layer.0.intermediate.dense.weight"
+    assert torch.equal(dict(model.named_parameters())[name], dict(fresh.named_parameters())[name])
+    assert not any("intermediate" in n or "output.dense" in n and "attention" not in n
+                   for n in model.subtask_induction["tensors"])
+
+
+def test_a_saved_mask_artifact_is_accepted_and_one_of_another_model_type_is_refused(tmp_path):
+    from hf_heuristic_core import PrunableModel, read_artifact
+
+    source = tiny_model("bert")
+    prunable = PrunableModel(source, PruningConfig(granularity="weight", relaxation="continuous_sparsification",
+                                                   target_modules=["query"]))
+    masks = {k: (torch.arange(v.numel()).view(v.shape) % 4 == 0).float() for k, v in prunable.get_masks().items()}
+    prunable.set_masks(masks)
+    prunable.save_pretrained(tmp_path / "artifact")
+    artifact = read_artifact(tmp_path / "artifact")
+    model = transfer_subnetwork(prunable.unwrap(), artifact, seed=0)
+    record = model.subtask_induction
+    assert record["relaxation"] == "continuous_sparsification" and record["granularity"] == "weight"
+    assert {n: t["kept"] for n, t in record["tensors"].items()} == {n: int(m.sum()) for n, m in masks.items()}
+    with pytest.raises(MaskShapeError, match="learned on a 'bert' model .* the source is a 'gpt2' model"):
+        transfer_subnetwork(tiny_model("gpt2"), artifact)

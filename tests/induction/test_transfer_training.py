@@ -6,11 +6,11 @@ import json
 
 import pytest
 import torch
+from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
 from hf_heuristic_core import load_transplanted, transfer_subnetwork
 from hf_heuristic_core.induction.provenance import effective_state_dict
-from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -63,14 +63,14 @@ def test_trainer_with_weight_decay_leaves_frozen_entries_bitwise_and_moves_free_
         changed = (after[name][~gate] != before[name][~gate]).float().mean()
         if name != "transformer.h.1.mlp.c_fc.weight":
             assert changed > 0.5, (name, changed)                              # free entries trained
-    # AdamW's decay did move the hidden trainable copy at the frozen entries: the where() is what protects them
+    # AdamW's decay did move the hidden trainable copy at the frozen entries: the reparametrization is what protects them
     raw_after = model.transformer.wte.parametrizations.weight.original.detach()
     gate = masks["transformer.wte.weight"].bool()
     assert (raw_after[gate] != raw_before[gate]).float().mean() > 0.5
     assert torch.equal(model.lm_head.weight, model.transformer.wte.weight)     # tied use frozen too
-    for name in before:                                                         # unmasked tensors train
+    for name, value in before.items():                                          # unmasked tensors train
         if name not in masks and name.endswith("c_proj.weight"):
-            assert not torch.equal(after[name], before[name]), name
+            assert not torch.equal(after[name], value), name
 
     # Trainer's own save goes through save_pretrained: a plain checkpoint with identical outputs
     trainer.save_model(str(tmp_path / "saved"))
