@@ -91,7 +91,9 @@ def induction_markdown(summary: Sequence[Mapping[str, Any]], comparisons: Sequen
     ks = sorted({row["k"] for row in summary})
     by_key = {(row["arm"], row["k"]): row for row in summary}
     seeds = sorted({row["n"] for row in summary})
-    lines += [f"Test accuracy at the best validation epoch: mean (min-max) over {'/'.join(map(str, seeds))} seeds.",
+    lines += [f"Test accuracy at the best validation epoch: mean (min-max) over {'/'.join(map(str, seeds))} seeds. "
+              "The data splits are the same for every arm and seed (data_seed); a seed changes the fresh "
+              "initialization and the data order.",
               "", "| arm | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
     for arm in arms:
         lines.append(f"| {arm} | " + " | ".join(_fmt(by_key[(arm, k)]) if (arm, k) in by_key else "-" for k in ks)
