@@ -60,6 +60,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["GumbelSigmoid"], "relaxations.gumbel_sigmoid"),
     **dict.fromkeys(["build_arm", "frozen_gates", "inverse_masks", "load_transplanted", "merge_transplant",
                      "random_like_counts", "transfer_subnetwork"], "induction"),
+    "InductionArguments": "cli.induce",
+    "run_induction": "induction.runner",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -99,6 +101,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .relaxations.gumbel_sigmoid import GumbelSigmoid
     from .induction import (build_arm, frozen_gates, inverse_masks, load_transplanted, merge_transplant,
                             random_like_counts, transfer_subnetwork)
+    from .cli.induce import InductionArguments
+    from .induction.runner import run_induction
     from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
     from .architectures.resolve import resolve_architecture
     from .artifacts import MaskArtifact, read_artifact

@@ -56,6 +56,7 @@ SUBCOMMANDS = {
     "analyze": "Report (tables, figures) of a folder of multi-seed pruning runs.",
     "export": "Turn a mask artifact into a smaller, faster plain model (pruned units removed, means folded).",
     "subtasks": "Compare subtask masks (weight / neuron / unit): IoU, IoMin and shared fractions per layer.",
+    "induce": "Subtask Induction: transplant a subnetwork, train arms x k x seeds on the target task, report.",
 }
 
 
@@ -79,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_reporting_errors(command, _command(command), rest)
 
 
-FAST_HELP = ("study", "effective-size", "analyze")   # prune renders its own; export and subtasks use their parsers
+FAST_HELP = ("study", "effective-size", "analyze", "induce")   # prune renders its own; export, subtasks: parsers
 
 
 def command_help(name: str) -> str:
@@ -93,6 +94,10 @@ def command_help(name: str) -> str:
         from .effective_size import DESCRIPTION, EffectiveSizeArguments
         return render_help("hf-heuristic-core effective-size OUTPUT_DIR", DESCRIPTION,
                            [("effective size", EffectiveSizeArguments, None)], epilog=epilog)
+    if name == "induce":
+        from .induce import DESCRIPTION as INDUCE
+        from .induce import InductionArguments
+        return render_help("hf-heuristic-core induce", INDUCE, [("induce", InductionArguments, None)], epilog=epilog)
     from .analyze import DESCRIPTION as ANALYZE
     from .analyze import AnalyzeArguments
     return render_help("hf-heuristic-core analyze RUNS_DIR", ANALYZE, [("analyze", AnalyzeArguments, None)],
@@ -111,6 +116,9 @@ def _command(name: str) -> Callable[[list[str]], int]:
     if name == "subtasks":
         from .subtasks import subtasks_command
         return subtasks_command
+    if name == "induce":
+        from .induce import induce_command
+        return induce_command
     if name == "effective-size":
         from .effective_size import effective_size_command
         return effective_size_command

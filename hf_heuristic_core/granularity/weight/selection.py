@@ -5,7 +5,10 @@
 `None` selects every `nn.Linear` and Transformers `Conv1D` (weights tied to another module, e.g. an LM head tied to
 the embedding, are left out: masking them would mask the embedding's twin only in one place). `layers_to_transform`
 keeps modules whose name holds one of the given layer indices (the first `.<number>.` of the name).
-Quantized weights cannot be masked entry by entry, so they are refused with the way out.
+An `nn.Embedding` is masked only when `target_modules` names it (`["wte", "c_attn", ...]`): Subtask Induction's
+arithmetic effect appears only with the token embedding masked. An embedding whose weight is tied to another module
+(GPT-2's `wte` / `lm_head` with `tie_word_embeddings=True`) is refused: the parametrization would mask the
+embedding's lookup but not the tied output head, a model that matches no mask. Quantized weights cannot be masked entry by entry, so they are refused with the way out.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ class MaskedParameter:
 def is_maskable_module(module: nn.Module) -> bool:
     return isinstance(module, nn.Linear) or (type(module).__name__ == "Conv1D"
                                              and isinstance(getattr(module, "weight", None), nn.Parameter))
+
+
+def is_embedding(module: nn.Module) -> bool:
+    return isinstance(module, nn.Embedding)
 
 
 def layer_of(name: str) -> int | None:
@@ -81,19 +88,22 @@ def select_parameters(model: nn.Module, target_modules: list[str] | str | None =
         raise PruningError(f"{type(model).__name__} has no nn.Linear or Conv1D module, so it has no weights the "
                            "weight granularity can mask.")
     examples = ", ".join(repr(name) for name, _ in candidates[:6])
+    explicit = candidates + [(name, module) for name, module in model.named_modules() if name and is_embedding(module)]
     if target_modules is None:
         chosen = candidates
     elif isinstance(target_modules, str):
-        chosen = [(n, m) for n, m in candidates if re.fullmatch(target_modules, n)]
+        chosen = [(n, m) for n, m in explicit if re.fullmatch(target_modules, n)]
         if not chosen:
             raise PruningError(f"target_modules={target_modules!r} (a regular expression over full module names) "
-                               f"matches no Linear/Conv1D module; names look like {examples}.")
+                               f"matches no Linear/Conv1D module (nor an Embedding); names look like {examples}.")
     else:
         for target in target_modules:
-            if not any(_matches(n, target) for n, _ in candidates):
-                raise PruningError(f"target_modules entry {target!r} matches no Linear/Conv1D module (an entry "
-                                   f"matches a module name or its last dotted parts); names look like {examples}.")
-        chosen = [(n, m) for n, m in candidates if any(_matches(n, t) for t in target_modules)]
+            if not any(_matches(n, target) for n, _ in explicit):
+                raise PruningError(f"target_modules entry {target!r} matches no Linear/Conv1D module (nor an "
+                                   f"Embedding; an entry matches a module name or its last dotted parts); names look like "
+                                   f"{examples}.")
+        chosen = [(n, m) for n, m in explicit if any(_matches(n, t) for t in target_modules)]
+    _refuse_tied_embeddings(model, [(n, m) for n, m in chosen if is_embedding(m)])
     if layers_to_transform is not None:
         wanted = set(layers_to_transform)
         kept = [(n, m) for n, m in chosen if layer_of(n) in wanted]
@@ -123,6 +133,22 @@ def select_parameters(model: nn.Module, target_modules: list[str] | str | None =
         raise PruningError(f"The selected modules' weights are all tied to other modules ({tied[:4]}); select "
                            "other target_modules.")
     return selected
+
+
+def _refuse_tied_embeddings(model: nn.Module, embeddings: list[tuple[str, nn.Module]]) -> None:
+    """An embedding weight shared with another module (a tied LM head) cannot be masked in one place only."""
+    holders: dict[int, list[str]] = {}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        weight = module._parameters.get("weight") if hasattr(module, "_parameters") else None
+        if isinstance(weight, nn.Parameter):
+            holders.setdefault(id(weight), []).append(module_name)
+    for name, module in embeddings:
+        others = sorted(set(holders.get(id(module.weight), [])) - {name})
+        if others:
+            raise PruningError(f"Embedding {name!r} shares its weight with {others} (tied word embeddings): a weight "
+                               "mask on the embedding would not mask the tied output head. Build the model with "
+                               "tie_word_embeddings=False (e.g. config.tie_word_embeddings = False before creating "
+                               f"it), or leave {name.rsplit('.', 1)[-1]!r} out of target_modules.")
 
 
 def describe_selection(selected: list[MaskedParameter]) -> dict[str, Any]:
