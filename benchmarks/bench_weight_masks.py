@@ -8,7 +8,8 @@ of `--repeats` after a warm-up):
 - masked: fwd + bwd of the frozen model through the masks (sample, w * m per weight, gradients to the logits only);
 
 and the peak resident memory of each setting in its own process. The logits add 4 bytes per masked weight, their
-gradients 4, Adam's moments 8: 16 bytes per masked weight against the 4 (fp32) or 2 (bf16) of the weight itself.
+gradients 4, Adam's moments 8: 16 bytes per masked weight against the 4 (fp32) or 2 (bf16) of the weight itself;
+`--logits_dtype bfloat16` (`PruningConfig.logits_dtype`) halves all four: 8 bytes per masked weight.
 
     python benchmarks/bench_weight_masks.py --batch 8 --seq 128 --repeats 5 --output results_weight_masks.json
 """
@@ -36,6 +37,8 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--target_modules", type=str, default=None, help="comma-separated module names")
     parser.add_argument("--relaxation", default="gumbel_sigmoid")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--logits_dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="PruningConfig.logits_dtype: bfloat16 stores logits, grads and Adam state in 2 bytes")
     parser.add_argument("--mode", choices=("plain", "masked"), default=None, help="(internal) one setting only")
     parser.add_argument("--output", default=None)
     return parser.parse_args(argv)
@@ -55,13 +58,14 @@ def run_one(args: argparse.Namespace) -> dict:
     import torch
     torch.set_num_threads(args.threads)
     from hf_heuristic_core import PrunableModel, PruningConfig
-    from hf_heuristic_core.cli import parse_layers
+    from hf_heuristic_core.cli.prune import parse_layers
     model = build_model()
     ids = torch.randint(1000, 20000, (args.batch, args.seq), generator=torch.Generator().manual_seed(0))
     labels = torch.randint(0, 3, (args.batch,))
     masked_weights = 0
     if args.mode == "masked":
         config = PruningConfig(granularity="weight", relaxation=args.relaxation, mask_samples=1,
+                               logits_dtype=args.logits_dtype,
                                target_modules=args.target_modules.split(",") if args.target_modules else None,
                                layers_to_transform=parse_layers(args.layers) if args.layers else None)
         model = PrunableModel(model, config)
@@ -94,15 +98,17 @@ def main(argv=None) -> int:
     results = {}
     for mode in ("plain", "masked"):
         command = [sys.executable, __file__, "--mode", mode] + [
-            flag for key in ("batch", "seq", "repeats", "layers", "target_modules", "relaxation", "threads")
+            flag for key in ("batch", "seq", "repeats", "layers", "target_modules", "relaxation", "threads",
+                                "logits_dtype")
             if getattr(args, key) is not None for flag in (f"--{key}", str(getattr(args, key)))]
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         results[mode] = json.loads(output.strip().splitlines()[-1])
     ratio = results["masked"]["median_s"] / results["plain"]["median_s"]
+    width = 2 if args.logits_dtype == "bfloat16" else 4
     summary = {"settings": {k: v for k, v in vars(args).items() if k not in ("mode", "output")},
                "plain": results["plain"], "masked": results["masked"], "step_ratio": ratio,
-               "logit_bytes": 4 * results["masked"]["masked_weights"],
-               "logit_training_bytes": 16 * results["masked"]["masked_weights"],
+               "logit_bytes": width * results["masked"]["masked_weights"],
+               "logit_training_bytes": 4 * width * results["masked"]["masked_weights"],   # logit, grad, 2 moments
                "peak_rss_ratio": results["masked"]["peak_rss_mb"] / results["plain"]["peak_rss_mb"]}
     print(json.dumps({k: v for k, v in summary.items() if k not in ("plain", "masked")}, indent=2))
     print(f"plain {results['plain']['median_s']:.3f} s/step, masked {results['masked']['median_s']:.3f} s/step "

@@ -105,3 +105,17 @@ def test_bf16_logits_kept_in_an_artifact_load_back_exactly(tmp_path):
     for kind, logit in pm.mask_logits.items():
         assert again.mask_logits[kind].dtype == torch.bfloat16
         assert torch.equal(again.mask_logits[kind], logit) and bool((logit != 0).any())
+
+
+def test_the_cost_adam_steps_below_half_a_bf16_spacing_are_lost():
+    """The documented price: bf16 spacing at |s| = 0.5 is 2^-8 = 0.0039, so an Adam step of lr 1e-4 (about lr per
+    step) is rounded away there, while lr 1e-2 still moves the logit; fp32 keeps both."""
+    def after_one_step(dtype, lr):
+        logit = nn.Parameter(torch.full((4,), 0.5, dtype=dtype))
+        optimizer = torch.optim.Adam([logit], lr=lr)
+        logit.grad = torch.ones(4, dtype=dtype)
+        optimizer.step()
+        return logit.detach().float()
+    assert torch.equal(after_one_step(torch.bfloat16, 1e-4), torch.full((4,), 0.5))
+    assert torch.allclose(after_one_step(torch.float32, 1e-4), torch.full((4,), 0.5 - 1e-4))
+    assert torch.allclose(after_one_step(torch.bfloat16, 1e-2), torch.full((4,), 0.490234375))   # 0.49 rounded
