@@ -30,6 +30,7 @@ for the trained model) on a randomly initialized model of the same config.
 Paper pattern: D_sub > 0 and D_abl < 0 for most masks; on random BERT-Small, D_sub > 0 but D_abl >= 0.
 
     python benchmarks/repro_lepori_subtasks.py --seeds 0,1 --output benchmarks/results_repro_lepori.json
+    python benchmarks/repro_lepori_subtasks.py --seeds 0 --masks_dir runs/lepori && hf-heuristic-core analyze runs/lepori
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -177,8 +179,10 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     random_pm = PrunableModel(build_model(50_000 + seed, args.hidden, args.layers).eval().requires_grad_(False),
                               config)
     out: dict[str, Any] = {"seed": seed, "base": base, "masked_weights": masked, "mask_lambda": args.mask_lambda}
+    chosen: dict[str, dict[str, torch.Tensor]] = {}
     for subtask in ("sr1", "sr2"):
         init, masks, search = choose_init(pm, subtask, args, seed, validation)
+        chosen[subtask] = masks
         trained = evaluate(pm, masks, test, subtask, args.random_controls, seed)
         trained.update(init=init, search=search)
         random_masks = train_mask(random_pm, subtask, init, args, seed)
@@ -188,8 +192,26 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
             print(f"  {subtask} {name}: D_sub {r['d_sub']:+.3f}, D_abl {r['d_abl']:+.3f} (random ablation "
                   f"{r.get('random_d_abl_mean', float('nan')):+.3f}), sub own task {r['sub_own_task']:.3f}, kept "
                   f"{r['kept']:.3f}", flush=True)
+    if args.masks_dir and seed == int(args.seeds.split(",")[0]):
+        write_masks_folder(pm, chosen, out, Path(args.masks_dir))
     out["seconds"] = time.time() - start
     return out
+
+
+def write_masks_folder(pm: PrunableModel, chosen: dict[str, dict[str, torch.Tensor]], out: dict[str, Any],
+                       folder: Path) -> None:
+    """The first seed's masks as artifacts plus the `subtasks.json` that `hf-heuristic-core analyze FOLDER` reads:
+    the accuracies are those measured here, a task's data being its Test-Target set (odd one differs in it only)."""
+    for subtask, masks in chosen.items():
+        with pm.masks_applied(masks):
+            pm.save_pretrained(folder / subtask)
+    accuracy: dict[str, dict[str, float]] = {"full": {"sr1": out["base"]["odd_sr1"], "sr2": out["base"]["odd_sr2"]}}
+    for own, other in (("sr1", "sr2"), ("sr2", "sr1")):
+        r = out[own]["trained"]
+        accuracy[own] = {own: r["sub_target"], other: r["sub_other"]}
+        accuracy[f"NOT {own}"] = {own: r["abl_target"], other: r["abl_other"]}
+    atomic_write_text(folder / "subtasks.json", json.dumps({"masks": {"sr1": "sr1", "sr2": "sr2"},
+                                                            "accuracy": accuracy}, indent=2) + "\n")
 
 
 def main() -> None:
@@ -208,6 +230,8 @@ def main() -> None:
     parser.add_argument("--test_examples", type=int, default=500)
     parser.add_argument("--random_controls", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--masks_dir", default=None,
+                        help="Save the first seed's masks and a subtasks.json here (then: hf-heuristic-core analyze DIR)")
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
     args.inits = [float(v) for v in args.inits.split(",")]

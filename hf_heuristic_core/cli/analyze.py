@@ -97,7 +97,8 @@ def analyze_command(argv: Sequence[str]) -> int:
                      seed=args.seed, device=args.device, subtasks=subtasks)
     from pathlib import Path
     out = Path(args.output_dir) if args.output_dir else Path(args.runs_dir) / "report"
-    print(f"Report: {out / 'report.md'} ({len(report['results'])} subnetworks, {len(report['figures'])} figures)")
+    what = f"{len(report['results'])} subnetworks" if report["results"] else "subtask masks only"
+    print(f"Report: {out / 'report.md'} ({what}, {len(report['figures'])} figures)")
     if "subtasks" in report:
         section = report["subtasks"]
         print("  subtask masks: shared fraction (total) " + ", ".join(
