@@ -39,6 +39,8 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--logits_dtype", choices=("float32", "bfloat16"), default="float32",
                         help="PruningConfig.logits_dtype: bfloat16 stores logits, grads and Adam state in 2 bytes")
+    parser.add_argument("--precision_check", action="store_true",
+                        help="Instead: train masks on a small MLP with fp32 and with bf16 logits and compare them")
     parser.add_argument("--mode", choices=("plain", "masked"), default=None, help="(internal) one setting only")
     parser.add_argument("--output", default=None)
     return parser.parse_args(argv)
@@ -90,8 +92,68 @@ def run_one(args: argparse.Namespace) -> dict:
             "model_params": sum(p.numel() for p in build_model().parameters())}
 
 
+def precision_check() -> list[dict]:
+    """Does bf16 storage of the logits change what masks learn? A 16-128-128-4 MLP trained on 4 classes from two
+    input signs, frozen; then 600 mask steps (Adam) with fp32 and with bf16 logits from the same seed: final task loss,
+    accuracy of the binary masks, kept share, and agreement of the two binary masks."""
+    import copy
+    import torch
+    from torch import nn
+    from hf_heuristic_core import PrunableModel, PruningConfig
+    from hf_heuristic_core.training.objectives import sparsity_penalty
+    torch.set_num_threads(1)
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(1024, 16, generator=generator)
+    y = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 4))
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    for _ in range(300):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        optimizer.step()
+    net.requires_grad_(False)
+    rows = []
+    for relaxation, lr, weight in (("continuous_sparsification", 1e-2, 1e-4), ("continuous_sparsification", 1e-4, 1e-4),
+                                   ("gumbel_sigmoid", 1e-2, 1e-3)):
+        out = {}
+        for dtype in ("float32", "bfloat16"):
+            pm = PrunableModel(copy.deepcopy(net), PruningConfig(granularity="weight", relaxation=relaxation,
+                                                                 logits_dtype=dtype, mask_samples=1))
+            pm.generator = torch.Generator().manual_seed(0)
+            pm.reset_masks(0)
+            opt = torch.optim.Adam([p for _, p in pm.mask_logits.items()], lr=lr)
+            pm.train()
+            for step in range(600):
+                if relaxation == "continuous_sparsification" and step % 60 == 59:   # 10 "epochs", beta 1 -> 200
+                    pm.update_relaxation(cs_beta=200 ** ((step + 1) / 600))
+                loss = nn.functional.cross_entropy(pm(x), y)
+                opt.zero_grad()
+                (loss + sparsity_penalty(pm, weight, len(y))).backward()
+                opt.step()
+            pm.eval()
+            masks = pm.get_masks()
+            with torch.no_grad():
+                accuracy = float((pm(x).argmax(-1) == y).float().mean())
+            kept = sum(float(m.sum()) for m in masks.values()) / sum(m.numel() for m in masks.values())
+            out[dtype] = {"loss": float(loss.detach()), "accuracy": accuracy, "kept": kept, "masks": masks}
+        a, b = out["float32"]["masks"], out["bfloat16"]["masks"]
+        agree = sum(float((a[k] == b[k]).sum()) for k in a) / sum(a[k].numel() for k in a)
+        row = {"relaxation": relaxation, "lr": lr, "mask_agreement": agree,
+               **{f"{key}_{dtype}": out[dtype][key] for dtype in out for key in ("loss", "accuracy", "kept")}}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.precision_check:
+        rows = precision_check()
+        if args.output:
+            with open(args.output, "w") as handle:
+                json.dump(rows, handle, indent=2)
+        return 0
     if args.mode is not None:
         print(json.dumps(run_one(args)))
         return 0
