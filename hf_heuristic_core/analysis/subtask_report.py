@@ -54,7 +54,11 @@ def read_subtask_declaration(runs_dir: Path, subtasks: Mapping[str, str] | None 
     """The declaration from `runs_dir/subtasks.json`, with `subtasks` (name -> mask folder) replacing its masks;
     None when there is neither. Paths are resolved against `runs_dir`; at least two subtasks are required."""
     path = runs_dir / SUBTASKS_FILE
-    declaration: dict[str, Any] = dict(read_json(path)) if path.is_file() else {}
+    try:
+        declaration: dict[str, Any] = dict(read_json(path)) if path.is_file() else {}
+    except ValueError as err:   # JSONDecodeError, or JSON that is not an object
+        raise ArtifactError(f"{path} is not a JSON object ({err}); see analysis.subtask_report for its "
+                            "format, or pass the masks with --subtasks.") from None
     if subtasks:
         declaration["masks"] = dict(subtasks)
     if not declaration:
@@ -118,6 +122,10 @@ def _accuracy_part(accuracy: Mapping[str, Mapping[str, float]], names: Sequence[
     if "full" not in accuracy or any(t not in accuracy["full"] for t in names) or missing:
         raise ArtifactError(f"subtasks.json 'accuracy' needs 'full' and every mask's accuracy on every subtask "
                             f"({', '.join(names)}); missing: {', '.join(missing) or 'full'}.")
+    bad = [f"{row}/{task}={value!r}" for row, values in accuracy.items() for task, value in values.items()
+           if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0]
+    if bad:
+        raise ArtifactError(f"subtasks.json 'accuracy' values must be numbers in [0, 1]; got {', '.join(bad)}.")
     scored = {row: values for row, values in accuracy.items() if row != "full"}
     scores = []
     for own, other in itertools.permutations(names, 2):

@@ -94,6 +94,15 @@ def test_bad_declarations_say_what_to_fix(runs):
                                                                  "sr1": {"sr1": 1}}}))
     with pytest.raises(ArtifactError, match="missing: sr1/sr2, sr2/sr1, sr2/sr2"):
         analyze(runs, ablation=False, attention=False)
+    (runs / "subtasks.json").write_text(json.dumps({"masks": {"sr1": "masks/sr1", "sr2": "masks/sr2"},
+                                                    "accuracy": {"full": {"sr1": 1, "sr2": 1},
+                                                                 "sr1": {"sr1": 1, "sr2": 0.3},
+                                                                 "sr2": {"sr1": 95, "sr2": None}}}))
+    with pytest.raises(ArtifactError, match=r"numbers in \[0, 1\]; got sr2/sr1=95, sr2/sr2=None"):
+        analyze(runs, ablation=False, attention=False)
+    (runs / "subtasks.json").write_text("{not json")
+    with pytest.raises(ArtifactError, match="is not a JSON object"):
+        analyze(runs, ablation=False, attention=False)
     with pytest.raises(ValueError, match="name=mask_folder"):
         parse_subtasks_flag("sr1=a,sr2")
     with pytest.raises(ValueError, match="twice"):
