@@ -80,6 +80,16 @@ def accuracy(model: nn.Module, data: tuple[torch.Tensor, torch.Tensor], batch: i
     return right / len(y)
 
 
+def mask_configuration(from_layer: int, layers: int) -> str | None:
+    """Lepori's mask configurations: every Linear (0), or from the given 1-based layer on, plus the pooler."""
+    if from_layer <= 1:
+        return None
+    if from_layer > layers:
+        raise SystemExit(f"--mask_from_layer {from_layer} is past the model's {layers} layers.")
+    indices = "|".join(str(i) for i in range(from_layer - 1, layers))
+    return rf"(encoder\.layer\.({indices})\..*|pooler\.dense)"
+
+
 def train_base(model: BertModel, steps: int, seed: int) -> None:
     generator = torch.Generator().manual_seed(1000 + seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)        # no weight decay
@@ -171,11 +181,13 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     base = {t: accuracy(model, test[t]) for t in tasks}
     print(f"seed {seed} base model: " + ", ".join(f"{t} {a:.3f}" for t, a in base.items())
           + f" ({time.time() - start:.0f} s)", flush=True)
-    config = PruningConfig(granularity="weight", relaxation="continuous_sparsification")
+    if args.mask_lambda is None:   # per-weight lambda from the whole model's count, for every mask configuration
+        every_linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+        args.mask_lambda = LEPORI_LAMBDA * LEPORI_BERT_SMALL_MASKED / every_linear
+    config = PruningConfig(granularity="weight", relaxation="continuous_sparsification",
+                           target_modules=mask_configuration(args.mask_from_layer, args.layers))
     pm = PrunableModel(model, config)
     masked = pm.granularity.selection_summary()["masked_entries"]
-    if args.mask_lambda is None:
-        args.mask_lambda = LEPORI_LAMBDA * LEPORI_BERT_SMALL_MASKED / masked
     random_pm = PrunableModel(build_model(50_000 + seed, args.hidden, args.layers).eval().requires_grad_(False),
                               config)
     out: dict[str, Any] = {"seed": seed, "base": base, "masked_weights": masked, "mask_lambda": args.mask_lambda}
@@ -226,6 +238,8 @@ def main() -> None:
     parser.add_argument("--mask_lambda", type=float, default=None,
                         help="Default: Lepori's 1e-8 x 12,845,056 (his BERT-Small masked weights) / this model's "
                              "masked weights, so the penalty weighs as much against the task loss as in the paper.")
+    parser.add_argument("--mask_from_layer", type=int, default=0,
+                        help="Lepori's mask configuration: 0 every Linear; 3 layers 3-4 + pooler; 4 layer 4 + pooler")
     parser.add_argument("--inits", default="0.05,-0.05", help="s init values searched (Lepori: 0.1,0.05,0,-0.05)")
     parser.add_argument("--test_examples", type=int, default=500)
     parser.add_argument("--random_controls", type=int, default=3)
