@@ -19,10 +19,13 @@ representation, no MLP), the odd one is the sentence with the lowest summed dot 
 
 Masks: continuous sparsification through `PrunableModel(granularity="weight",
 relaxation="continuous_sparsification")` on every Linear weight of the encoder and the pooler (no embeddings,
-LayerNorms or biases, as Lepori), beta 1 -> 200 multiplied at every epoch end, lambda 1e-8, Adam lr 1e-2, batch 64,
-s init searched over Lepori's {0.1, 0.05, 0, -0.05} with his selection rule (subnetwork >= 90% on its own subtask,
-then the largest clamped a(Abl, Other) - a(Abl, Target) on a validation split); evaluation with 1[s > 0]. Epochs are
-cut from 90 to `--mask_epochs` over `--mask_examples` examples. Then `subtask_test` (accuracies clamped to
+LayerNorms or biases, as Lepori; `--mask_from_layer 3|4` gives his other mask configurations), beta 1 -> 200
+multiplied at every epoch end, Adam lr 1e-2, batch 64, lambda = his 1e-8 scaled by his BERT-Small's masked-weight
+count over this model's (so the penalty weighs against the task loss as in the paper; at 1e-8 a model this small
+barely moves its masks from init), s init searched over `--inits` (default {0.05, -0.05}; his grid is
+{0.1, 0.05, 0, -0.05}) with his selection rule (subnetwork >= 90% on its own subtask, then the largest clamped
+a(Abl, Other) - a(Abl, Target) on a validation split); evaluation with 1[s > 0]. Epochs are cut from 90 to
+`--mask_epochs` over `--mask_examples` examples; a mask below 90% on its own subtask is flagged `mask_ok: false`. Then `subtask_test` (accuracies clamped to
 [0.25, 1]; D_sub = a(Sub, Target) - a(Sub, Other), D_abl = a(Abl, Target) - a(Abl, Other), Abl = w * (1 - m)) with
 random ablations of equal per-layer size, on test splits. Control: the same mask training (same settings as chosen
 for the trained model) on a randomly initialized model of the same config.
