@@ -25,15 +25,16 @@ count over this model's (so the penalty weighs against the task loss as in the p
 barely moves its masks from init), s init searched over `--inits` (default {0.05, -0.05}; his grid is
 {0.1, 0.05, 0, -0.05}) with his selection rule (subnetwork >= 90% on its own subtask, then the largest clamped
 a(Abl, Other) - a(Abl, Target) on a validation split); evaluation with 1[s > 0]. Epochs are cut from 90 to
-`--mask_epochs` over `--mask_examples` examples; a mask below 90% on its own subtask is flagged `mask_ok: false`. Then `subtask_test` (accuracies clamped to
-[0.25, 1]; D_sub = a(Sub, Target) - a(Sub, Other), D_abl = a(Abl, Target) - a(Abl, Other), Abl = w * (1 - m)) with
+`--mask_epochs` over `--mask_examples` examples; a mask below 90% on its own subtask is flagged `mask_ok: false`.
+Then `subtask_test` (accuracies clamped to [0.25, 1]; D_sub = a(Sub, Target) - a(Sub, Other), D_abl = a(Abl, Target) - a(Abl, Other), Abl = w * (1 - m)) with
 random ablations of equal per-layer size, on test splits. Control: the same mask training (same settings as chosen
 for the trained model) on a randomly initialized model of the same config.
 
 Paper pattern: D_sub > 0 and D_abl < 0 for most masks; on random BERT-Small, D_sub > 0 but D_abl >= 0.
 
     python benchmarks/repro_lepori_subtasks.py --seeds 0,1 --output benchmarks/results_repro_lepori.json
-    python benchmarks/repro_lepori_subtasks.py --seeds 0 --masks_dir runs/lepori && hf-heuristic-core analyze runs/lepori
+    python benchmarks/repro_lepori_subtasks.py --seeds 0 --masks_dir runs/lepori
+    hf-heuristic-core analyze runs/lepori
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def main() -> None:
     parser.add_argument("--random_controls", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--masks_dir", default=None,
-                        help="Save the first seed's masks and a subtasks.json here (then: hf-heuristic-core analyze DIR)")
+                        help="Save the first seed's masks and a subtasks.json here (for hf-heuristic-core analyze)")
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
     args.inits = [float(v) for v in args.inits.split(",")]

@@ -112,7 +112,8 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
 
     @property
     def mask_logits(self):
-        """The learned logits by kind (`mask_logits["heads"]`); fp32 `Parameter`s (bf16 with `logits_dtype="bfloat16"`), only for pruned kinds."""
+        """The learned logits by kind (`mask_logits["heads"]`), only for pruned kinds: fp32 `Parameter`s (bf16 with
+        `PruningConfig(logits_dtype="bfloat16")`)."""
         return self.mask_state.logits
 
     @property
