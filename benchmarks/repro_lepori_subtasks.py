@@ -26,8 +26,9 @@ barely moves its masks from init), s init searched over `--inits` (default {0.05
 {0.1, 0.05, 0, -0.05}) with his selection rule (subnetwork >= 90% on its own subtask, then the largest clamped
 a(Abl, Other) - a(Abl, Target) on a validation split); evaluation with 1[s > 0]. Epochs are cut from 90 to
 `--mask_epochs` over `--mask_examples` examples; a mask below 90% on its own subtask is flagged `mask_ok: false`.
-Then `subtask_test` (accuracies clamped to [0.25, 1]; D_sub = a(Sub, Target) - a(Sub, Other), D_abl = a(Abl, Target) - a(Abl, Other), Abl = w * (1 - m)) with
-random ablations of equal per-layer size, on test splits. Control: the same mask training (same settings as chosen
+Then `subtask_test` (accuracies clamped to [0.25, 1]; D_sub = a(Sub, Target) - a(Sub, Other),
+D_abl = a(Abl, Target) - a(Abl, Other), Abl = w * (1 - m)) with random ablations of equal per-layer size, on test
+splits. Control: the same mask training (same settings as chosen
 for the trained model) on a randomly initialized model of the same config.
 
 Paper pattern: D_sub > 0 and D_abl < 0 for most masks; on random BERT-Small, D_sub > 0 but D_abl >= 0.
