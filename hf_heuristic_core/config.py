@@ -10,7 +10,10 @@ The weight-mask papers' settings: `granularity="weight"` (one mask per entry of 
 `target_modules`, `layers_to_transform`, `mask_bias`; zero ablation of weights) or `"neuron"` (MLP intermediate
 neurons); `relaxation="continuous_sparsification"` (Lepori: s init 0, beta 1 -> 200 by an epoch-end schedule, eval
 1[s > 0]) or `"gumbel_sigmoid"` (Csordás: keep probability 0.9 at init, tau 1, 4 mask samples per batch, eval
-1[l > 0]). `ablation=None` and `binarization=None` resolve to each choice's paper default.
+1[l > 0]). `ablation=None` and `binarization=None` resolve to each choice's paper default. Weight masks keep one logit
+per weight: `logits_dtype="bfloat16"` stores them (and so their gradients and Adam's moments) in bf16, 8 bytes per
+masked weight instead of 16, fine for continuous sparsification's near-zero logits but lossy for Gumbel-sigmoid's
+(BENCHMARKS.md, weight masks).
 """
 
 from __future__ import annotations
