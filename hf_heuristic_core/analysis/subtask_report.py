@@ -26,10 +26,10 @@ from typing import Any, Mapping, Sequence
 from ..artifacts import read_artifact
 from ..errors import ArtifactError
 from .results import read_json
-from .subtasks import mask_overlap, performance_drop_table, remaining_fraction, sharing_fractions, \
+from .subtasks import layer_masks, mask_overlap, performance_drop_table, remaining_fraction, sharing_fractions, \
     specialization_scores
 
-__all__ = ["SUBTASKS_FILE", "parse_subtasks_flag", "read_subtask_declaration", "subtask_markdown", "subtask_section"]
+__all__ = ["SUBTASKS_FILE", "chance_overlap", "parse_subtasks_flag", "read_subtask_declaration", "subtask_markdown", "subtask_section"]
 
 SUBTASKS_FILE = "subtasks.json"
 
@@ -99,6 +99,8 @@ def subtask_section(declaration: Mapping[str, Any], report_dir: Path | None = No
         "names": names, "granularity": granularities.pop(),
         "kept": {name: _kept(m) for name, m in masks.items()},
         "overlap": {f"{a} vs {b}": mask_overlap(masks[a], masks[b]) for a, b in itertools.combinations(names, 2)},
+        "chance_overlap": {f"{a} vs {b}": chance_overlap(masks[a], masks[b])
+                           for a, b in itertools.combinations(names, 2)},
         "sharing": sharing_fractions(masks)}
     if declaration.get("reference"):
         _, reference = _read_masks(declaration["reference"], "reference")
@@ -111,6 +113,17 @@ def subtask_section(declaration: Mapping[str, Any], report_dir: Path | None = No
         plot_sharing_bars(section["sharing"], path=report_dir / "subtask_sharing").clear()
         section["figure"] = "subtask_sharing.png"
     return section
+
+
+def chance_overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, float]:
+    """Total IoU / IoMin expected of two independent random masks with the same kept count per layer: E|A&B| =
+    sum_l |A_l| |B_l| / n_l. Without it an IoU of 0.5 reads as "half shared" when chance alone may give 0.3."""
+    la, lb = layer_masks(a), layer_masks(b)
+    inter = sum(float(la[k].sum()) * float(lb[k].sum()) / la[k].numel() for k in la if la[k].numel())
+    size_a, size_b = sum(float(m.sum()) for m in la.values()), sum(float(m.sum()) for m in lb.values())
+    union = size_a + size_b - inter
+    return {"iou": inter / union if union else math.nan,
+            "iomin": inter / min(size_a, size_b) if min(size_a, size_b) else math.nan}
 
 
 def _kept(masks: Mapping[str, Any]) -> float:
@@ -156,6 +169,11 @@ def subtask_markdown(section: Mapping[str, Any] | None) -> list[str]:
         lines += [f"### Overlap: {pair}", "", "| layer | kept A | kept B | IoU | IoMin |", "|---|---|---|---|---|"]
         lines += [f"| {layer} | {r['size_a']} | {r['size_b']} | {_fmt(r['iou'])} | {_fmt(r['iomin'])} |"
                   for layer, r in rows.items()] + [""]
+        chance = section.get("chance_overlap", {}).get(pair)
+        if chance:
+            lines += [f"Two independent random masks with these kept counts per layer would give a total IoU of about "
+                      f"{_fmt(chance['iou'])} and IoMin of {_fmt(chance['iomin'])}: compare the totals with these, "
+                      "not with 0.", ""]
     lines += ["### Shared fraction per layer", "",
               "Csordás' shared weights: the fraction of a mask's kept weights also kept by another subtask's mask "
               "(total: shared over the union of all masks, the IoU for two masks). Near 1: the subtasks reuse "

@@ -50,10 +50,13 @@ def test_subtask_only_folder_gets_overlap_sharing_and_remaining_by_hand(runs):
     assert section["kept"] == {"sr1": pytest.approx(4 / 10), "sr2": pytest.approx(5 / 10)}
     assert section["remaining"]["sr1"]["total"] == pytest.approx(4 / 8)                 # |A & M0| / |M0|
     assert section["remaining"]["sr2"]["total"] == pytest.approx(5 / 8)
+    # independent random masks of these per-layer sizes: E|A&B| = 3*4/6 + 1*1/4 = 2.25
+    assert section["chance_overlap"]["sr1 vs sr2"]["iou"] == pytest.approx(2.25 / (4 + 5 - 2.25))
+    assert section["chance_overlap"]["sr1 vs sr2"]["iomin"] == pytest.approx(2.25 / 4)
     assert (runs / "report" / "subtask_sharing.png").is_file()
     text = (runs / "report" / "report.md").read_text()
     assert "| 0.weight | 3 | 4 | 0.400 | 0.667 |" in text
-    assert "No accuracies recorded" in text
+    assert "No accuracies recorded" in text and "total IoU of about 0.333 and IoMin of 0.562" in text
     assert json.loads((runs / "report" / "report.json").read_text())["subtasks"]["sharing"]["sr2"]["total"] == \
         pytest.approx(2 / 7)
 
@@ -113,3 +116,28 @@ def test_bad_declarations_say_what_to_fix(runs):
 def test_folder_without_runs_or_declaration_still_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no finished runs"):
         analyze(tmp_path, ablation=False, attention=False)
+
+
+def test_chance_overlap_matches_random_masks_drawn_with_numpy():
+    from hf_heuristic_core.analysis.subtask_report import chance_overlap
+    rng = np.random.default_rng(0)
+    sizes = {"a.weight": (40, 50), "b.weight": (30, 30)}
+    kept_a, kept_b = {"a.weight": 700, "b.weight": 100}, {"a.weight": 300, "b.weight": 600}
+
+    def draw(kept):
+        out = {}
+        for name, shape in sizes.items():
+            flat = np.zeros(np.prod(shape))
+            flat[rng.choice(flat.size, kept[name], replace=False)] = 1
+            out[name] = flat.reshape(shape)
+        return out
+    ious, iomins = [], []
+    for _ in range(300):
+        a, b = draw(kept_a), draw(kept_b)
+        inter = sum((a[k] * b[k]).sum() for k in sizes)
+        ious.append(inter / (800 + 900 - inter))
+        iomins.append(inter / 800)
+    chance = chance_overlap({k: torch.tensor(v) for k, v in draw(kept_a).items()},
+                            {k: torch.tensor(v) for k, v in draw(kept_b).items()})
+    assert chance["iou"] == pytest.approx(np.mean(ious), rel=0.02)
+    assert chance["iomin"] == pytest.approx(np.mean(iomins), rel=0.02)
