@@ -10,7 +10,10 @@ The weight-mask papers' settings: `granularity="weight"` (one mask per entry of 
 `target_modules`, `layers_to_transform`, `mask_bias`; zero ablation of weights) or `"neuron"` (MLP intermediate
 neurons); `relaxation="continuous_sparsification"` (Lepori: s init 0, beta 1 -> 200 by an epoch-end schedule, eval
 1[s > 0]) or `"gumbel_sigmoid"` (Csordás: keep probability 0.9 at init, tau 1, 4 mask samples per batch, eval
-1[l > 0]). `ablation=None` and `binarization=None` resolve to each choice's paper default.
+1[l > 0]). `ablation=None` and `binarization=None` resolve to each choice's paper default. Weight masks keep one logit
+per weight: `logits_dtype="bfloat16"` stores them (and so their gradients and Adam's moments) in bf16, 8 bytes per
+masked weight instead of 16, fine for continuous sparsification's near-zero logits but lossy for Gumbel-sigmoid's
+(BENCHMARKS.md, weight masks).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ ABLATION_MODES = ("mean", "zero", "resample")
 BINARIZATION_RULES = ("topk", "threshold")
 BINARIZATION_SCOPES = ("global", "per_layer")
 EVAL_MASKS = ("binary", "soft")
+LOGITS_DTYPES = ("float32", "bfloat16")
 
 
 @dataclass
@@ -70,6 +74,9 @@ class PruningConfig:
     target_modules: list[str] | str | None = None
     layers_to_transform: list[int] | None = None
     mask_bias: bool = False
+    # Storage dtype of weight-mask logits: "bfloat16" halves logits + gradients + Adam state (16 -> 8 bytes per
+    # masked weight) at the price of bf16 spacing (|s| * 2^-8): Adam steps below half of it are rounded away.
+    logits_dtype: str = "float32"
 
     # How learned masks become 0/1 masks (binarization None: the relaxation's paper rule, topk for hard concrete).
     binarization: str | None = None
@@ -120,6 +127,10 @@ class PruningConfig:
         _check_choice("binarization", self.binarization, BINARIZATION_RULES)
         _check_choice("binarization_scope", self.binarization_scope, BINARIZATION_SCOPES)
         _check_choice("eval_mask", self.eval_mask, EVAL_MASKS)
+        _check_choice("logits_dtype", self.logits_dtype, LOGITS_DTYPES)
+        if self.logits_dtype != "float32" and self.granularity != "weight":
+            raise ValueError(f"PruningConfig: logits_dtype={self.logits_dtype!r} is for weight masks (one logit per "
+                             f"weight); {self.granularity!r} masks have few logits, keep logits_dtype='float32'.")
         if self.granularity == "unit" and not (self.prune_heads or self.prune_mlps):
             raise ValueError("PruningConfig: prune_heads and prune_mlps are both False, so nothing can be pruned; "
                              "enable at least one of them.")

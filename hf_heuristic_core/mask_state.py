@@ -139,7 +139,7 @@ class MaskState(nn.Module):
             elif logits is None:
                 masks[name] = None
             elif training:
-                masks[name] = self.with_forced(name, self.relaxation.sample(logits, generator=generator))
+                masks[name] = self.with_forced(name, self.relaxation.sample(logits.float(), generator=generator))
             else:
                 deterministic = deterministic if deterministic is not None else eval_masks()
                 masks[name] = deterministic[name]
@@ -147,7 +147,8 @@ class MaskState(nn.Module):
 
     def expected_sparsity(self) -> torch.Tensor:
         """1 - E[L0] / N over enabled kinds; differentiable (CoFi's penalty)."""
-        kept = [self.with_forced(k, self.relaxation.prob_keep(logits)).sum() for k, logits in self.logits.items()]
+        kept = [self.with_forced(k, self.relaxation.prob_keep(logits.float())).sum()
+                for k, logits in self.logits.items()]
         return 1 - torch.stack(kept).sum() / self.num_units()
 
     def masks(self, binary: bool, sparsity: float | None, ignore_fixed: bool, rule: str, scope: str,

@@ -62,6 +62,8 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
         enabled = [name for name, kind in self.kinds.items() if self.granularity.enabled(kind)]
         owner = config.model_type or type(hf_model).__name__
         self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner)
+        if config.logits_dtype == "bfloat16":   # storage only: the relaxations compute in fp32 (MaskState upcasts)
+            self.mask_state.logits.to(torch.bfloat16)
         self.means_info: dict[str, Any] = {}
         self.generator: torch.Generator | None = None
         self._masks_enabled = True
@@ -110,7 +112,8 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
 
     @property
     def mask_logits(self):
-        """The learned logits by kind (`mask_logits["heads"]`); fp32 `Parameter`s, only for pruned kinds."""
+        """The learned logits by kind (`mask_logits["heads"]`), only for pruned kinds: fp32 `Parameter`s (bf16 with
+        `PruningConfig(logits_dtype="bfloat16")`)."""
         return self.mask_state.logits
 
     @property

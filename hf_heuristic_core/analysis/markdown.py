@@ -112,6 +112,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += _controls_markdown(report)
     lines += _ablation_markdown(report.get("ablation"), figures, report.get("core_sparsity"))
     lines += _attention_markdown(report.get("attention"), figures)
+    from .subtask_report import subtask_markdown
+    lines += subtask_markdown(report.get("subtasks"))
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from .ablation_table import ablation_table
 from .markdown import render_markdown
 from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
 from .statistics import load_run_masks, mask_statistics
+from .subtask_report import read_subtask_declaration, subtask_markdown, subtask_section
 from .units import parse_unit, sparsity_tag, unit_kind, unit_label
 
 logger = logging.getLogger(__name__)
@@ -172,7 +173,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
             attention_set: str | None = None, attention_examples: int = 128, heatmaps: int = 3,
             model: str | os.PathLike | Any = None, tokenizer: Any = None, eval_sets: Mapping[str, Any] | None = None,
             batch_size: int | None = None, seed: int = 0, device: str | None = None,
-            show_progress: bool = True) -> dict[str, Any]:
+            show_progress: bool = True, subtasks: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Build the report of a `prune_many` runs folder; returns what `report.json` holds.
 
     Sections: accuracy per evaluation set (min / max / mean / std over seeds vs the full model), head frequency
@@ -185,12 +186,20 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     together); `non_core_sample` how many non-core heads are averaged (default: all). `model` (a path or a loaded
     `PrunableModel`), `tokenizer` and `eval_sets` override what manifest.json records; `ablation=False` /
     `attention=False` skip those sections.
+
+    Subtask masks (weight, neuron or unit masks each trained on one subtask's data) are declared in
+    `runs_dir/subtasks.json` or by `subtasks` (name -> mask folder; see `analysis.subtask_report`): the report then
+    adds their per-layer IoU / IoMin, shared fractions and sharing figure, and with recorded accuracies the
+    performance-drop table and specialization scores. A folder holding only subtask masks gets only that section.
     """
     runs_dir = Path(runs_dir)
     report_dir = Path(output_dir) if output_dir is not None else runs_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
     manifest = read_json(runs_dir / MANIFEST_NAME) if (runs_dir / MANIFEST_NAME).is_file() else {}
     results = collect_results(runs_dir)
+    declaration = read_subtask_declaration(runs_dir, subtasks)
+    if not results.results and declaration is not None:
+        return _subtask_only_report(runs_dir, report_dir, declaration)
     if not results.results:
         raise FileNotFoundError(f"{runs_dir} holds no finished runs (sp*-seed*/result.json); run prune_many first.")
     names = results.eval_sets
@@ -259,10 +268,24 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
             figures[Path(name).stem] = name
     elif attention:
         report["attention"] = {"skipped": loaded.get("skipped")}
-    report["figures"] = figures
+    if declaration is not None:
+        report["subtasks"] = subtask_section(declaration, report_dir)
+        figures["subtask_sharing"] = report["subtasks"].get("figure")
+    report["figures"] = {k: v for k, v in figures.items() if v}
     write_json(report_dir / "report.json", report)
     atomic_write_text(report_dir / "report.md", render_markdown(report))
     logger.info("Report written to %s", report_dir / "report.md")
+    return report
+
+
+def _subtask_only_report(runs_dir: Path, report_dir: Path, declaration: Mapping[str, Any]) -> dict[str, Any]:
+    """A folder of subtask masks without unit pruning runs: report.md / report.json with the subtask section only."""
+    section = subtask_section(declaration, report_dir)
+    report = {"runs_dir": str(runs_dir), "results": [], "summary": [], "subtasks": section,
+              "figures": {"subtask_sharing": section["figure"]} if section.get("figure") else {}}
+    write_json(report_dir / "report.json", report)
+    atomic_write_text(report_dir / "report.md", "\n".join([f"# Subtask report: `{runs_dir}`", "",
+                                                           *subtask_markdown(section)]))
     return report
 
 

@@ -51,6 +51,10 @@ class AnalyzeArguments:
     batch_size: int | None = field(default=None, metadata={"help": "Evaluation batch size (default: as pruned)."})
     seed: int = field(default=0, metadata={"help": "Seed for sampling non-core heads."})
     device: str | None = field(default=None, metadata={"help": "Device for the model, e.g. cuda (default: cpu)."})
+    subtasks: str | None = field(default=None, metadata={
+        "help": "Subtask masks to compare, name=mask_folder pairs separated by commas (relative to RUNS_DIR): "
+                "'sr1=sr1/sp0-seed0,sr2=sr2/sp0-seed0'. Replaces the masks of RUNS_DIR/subtasks.json, which can "
+                "also record accuracies (see analysis.subtask_report)."})
 
 
 def _split_units(text: str | None) -> list[str] | None:
@@ -81,17 +85,24 @@ def parse_analyze_args(argv: Sequence[str]) -> AnalyzeArguments:
 def analyze_command(argv: Sequence[str]) -> int:
     """Entry point of `hf-heuristic-core analyze`; returns the exit code."""
     from ..analysis.report import analyze
+    from ..analysis.subtask_report import parse_subtasks_flag
     args = parse_analyze_args(argv)
+    subtasks = parse_subtasks_flag(args.subtasks)
     report = analyze(args.runs_dir, output_dir=args.output_dir, ablation=args.ablation, attention=args.attention,
                      core_sparsity=args.core_sparsity, ablation_mode=args.ablation_mode,
                      ablation_units=_split_units(args.ablation_units), max_core_units=args.max_core_units,
                      joint=_split_groups(args.joint), non_core_sample=args.non_core_sample,
                      attention_set=args.attention_set, attention_examples=args.attention_examples,
                      heatmaps=args.heatmaps, model=args.model, batch_size=args.batch_size,
-                     seed=args.seed, device=args.device)
+                     seed=args.seed, device=args.device, subtasks=subtasks)
     from pathlib import Path
     out = Path(args.output_dir) if args.output_dir else Path(args.runs_dir) / "report"
-    print(f"Report: {out / 'report.md'} ({len(report['results'])} subnetworks, {len(report['figures'])} figures)")
+    what = f"{len(report['results'])} subnetworks" if report["results"] else "subtask masks only"
+    print(f"Report: {out / 'report.md'} ({what}, {len(report['figures'])} figures)")
+    if "subtasks" in report:
+        section = report["subtasks"]
+        print("  subtask masks: shared fraction (total) " + ", ".join(
+            f"{n} {section['sharing'][n]['total']:.3f}" for n in section["names"]))
     for row in report["summary"]:
         print(f"  {row['sparsity']:.0%} {row['eval_set']:<24} full {100 * (row['full_model'] or 0):5.1f}  "
               f"subnetworks {100 * row['min']:5.1f}-{100 * row['max']:5.1f} (mean {100 * row['mean']:.1f})")

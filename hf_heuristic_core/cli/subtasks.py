@@ -7,7 +7,9 @@ Reads mask artifacts only (no model, no data): writes `subtasks.json` (per-layer
 two masks, each mask's shared fraction per layer, and with `--reference` the fraction of the full-task mask each
 subtask mask keeps), `subtasks.md` and the sharing figure. Accuracy-based analyses (Lepori's subtask test, the
 inverted-mask performance-drop table) need the model and each subtask's data: run
-`hf_heuristic_core.analysis.subtasks.subtask_test` / `performance_drop_table` from Python.
+`hf_heuristic_core.analysis.subtasks.subtask_test` / `performance_drop_table` from Python, and record the accuracies
+in a `subtasks.json` beside the masks for `hf-heuristic-core analyze` to put them in its report
+(`analysis.subtask_report`; `benchmarks/repro_lepori_subtasks.py --masks_dir` writes one).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor | None, input_ids: torc
 def sparsity_penalty(prunable: Any, weight: float, batch_size: int) -> torch.Tensor:
     """The relaxation's fixed penalty over every learned mask, times `weight` (Gumbel-sigmoid: / batch size)."""
     relaxation = prunable.relaxation
-    total = torch.stack([relaxation.penalty(logits) for _, logits in prunable.mask_logits.items()]).sum()
+    total = torch.stack([relaxation.penalty(logits.float()) for _, logits in prunable.mask_logits.items()]).sum()
     if relaxation.name == "gumbel_sigmoid":
         total = total / max(batch_size, 1)
     return weight * total
