@@ -16,7 +16,11 @@ from hf_heuristic_core.analysis.results import write_json
 from hf_heuristic_core.analysis.units import read_masks
 from hf_heuristic_core.study import StudyArguments
 from hf_heuristic_core.study.run import run_study
-from hf_heuristic_core.study.slim_report import choose_run, slim_report_lines, study_slim_report
+from hf_heuristic_core.study.slim_report import (
+    choose_run,
+    slim_report_lines,
+    study_slim_report,
+)
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]   # one tiny study, ~30 s
 
