@@ -24,10 +24,35 @@ from torch import nn
 from ..architectures.registry import ArchitectureMap
 from .plan import LayerLayout
 
-__all__ = ["ATTENTION_ROLES", "MLP_ROLES", "rebuild_layer", "role_modules"]
+__all__ = ["ATTENTION_ROLES", "MLP_ROLES", "BiasOnlyLinear", "rebuild_layer", "role_modules"]
 
 ATTENTION_ROLES = ("query", "key", "value", "attention_output")
 MLP_ROLES = ("mlp_inputs", "mlp_output")
+
+
+class BiasOnlyLinear(nn.Linear):
+    """An `nn.Linear` with no input features (an MLP with no neuron left): its output is its bias at every position,
+    returned as a broadcast view. A stock zero-width Linear computes the same values with two full passes (scale the
+    bias, copy it into a fresh `[tokens, hidden]` buffer), which on a busy multi-threaded CPU cost about as much as
+    the layer's LayerNorm; the residual add that follows materializes the view anyway. Same parameters and state
+    dict keys as the Linear it replaces, so saving and plain `from_pretrained` reloads are unchanged."""
+
+    def reset_parameters(self) -> None:
+        """Nothing to draw: the parameters always come from the Linear this one replaces."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.bias.expand(*input.shape[:-1], self.out_features)
+
+
+def _bias_only_if_empty(layer: nn.Module, path: str) -> None:
+    """Swap a zero-width `nn.Linear` with a bias for a `BiasOnlyLinear` holding the same parameters."""
+    module = layer.get_submodule(path)
+    if type(module) is not nn.Linear or module.in_features != 0 or module.bias is None:
+        return
+    swapped = BiasOnlyLinear(0, module.out_features, device="meta")
+    swapped.weight, swapped.bias = module.weight, module.bias
+    swapped.train(module.training)
+    layer.set_submodule(path, swapped)
 
 
 def _is_conv1d(module: nn.Module) -> bool:
@@ -161,6 +186,7 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
         _set_weights(out, _take(_weight_out_in(out).detach(), 1, placeholders), bias)
     elif layout.neurons is not None and _slice_neurons(layer, paths, layout, neuron_means):
         added.add("mlp_output")
+    _bias_only_if_empty(layer, paths.mlp_output)
     return tuple(role for role in (*ATTENTION_ROLES, *MLP_ROLES) if role in added)
 
 

@@ -1,7 +1,9 @@
 """`export_slim`: a found subnetwork as a smaller, faster plain Transformers model (no hooks), and its reload.
 
 The wrapped model is deep-copied (without hooks), each layer is rebuilt to the plan of `export.plan` with the
-ablated units' means folded into biases (`export.fold`), and the result is a model of the original class. Its
+ablated units' means folded into biases (`export.fold`), and the result is a model of the original class. Unit masks
+(`granularity="unit"`: heads and MLP blocks) and neuron masks (`granularity="neuron"`: MLP intermediate neurons) are
+both sliced; a neuron export keeps every head. Its
 config records the per-layer layout and where the masks came from under `SLIM_KEY`.
 
 Two ways to reload a saved slim folder:
