@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["choose_run", "slim_report_lines", "study_slim_report"]
+__all__ = ["choose_run", "slim_report_for_runs", "slim_report_lines", "study_slim_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +161,23 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
                       for what in ("hooked", "slim")}},
         "identical": not problems, "problems": problems,
     }
+
+
+def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, **kwargs: Any) -> dict[str, Any]:
+    """`study_slim_report` on a finished study's runs folder, read-only: the model, tokenizer and evaluation sets
+    come from what its manifest.json records (`model` overrides the recorded model path)."""
+    from transformers import AutoTokenizer
+
+    from ..analysis.results import MANIFEST_NAME, read_json
+    from ..data.spec import eval_sets_from_spec
+    manifest = read_json(Path(runs_dir) / MANIFEST_NAME)
+    model = model or manifest["model"]
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    data = manifest.get("data") or {}
+    eval_sets = eval_sets_from_spec(data, tokenizer)
+    groups = dict(data.get("groups") or {"id": list(eval_sets)[:1], "ood": list(eval_sets)[1:]})
+    groups["mixed"] = [name for names in groups.values() for name in names]
+    return study_slim_report(model, runs_dir, eval_sets, groups, **kwargs)
 
 
 def _accepted(prunable: Any) -> Sequence[str]:

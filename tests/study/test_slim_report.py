@@ -18,6 +18,7 @@ from hf_heuristic_core.study import StudyArguments
 from hf_heuristic_core.study.run import run_study
 from hf_heuristic_core.study.slim_report import (
     choose_run,
+    slim_report_for_runs,
     slim_report_lines,
     study_slim_report,
 )
@@ -87,10 +88,14 @@ def test_study_reports_the_slim_model_of_its_50_percent_run(study):
     timings = json.loads((study / "report.json").read_text())["study"]["timings_s"]
     assert timings["slim_report"] < 30
 
+    # The same report from the finished study's runs folder alone (its manifest names the model and the data).
+    again = slim_report_for_runs(study / "runs", repeats=1, min_seconds=0)
+    assert again["per_set"] == slim["per_set"] and again["groups"] == slim["groups"]
+    assert again["parameters"] == slim["parameters"] and again["identical"] is True
+
 
 def test_a_slim_model_that_differs_is_reported_loudly(study, monkeypatch):
     from hf_heuristic_core import PrunableModel
-    from hf_heuristic_core.study.data import build_study_data, tokenize
     original = PrunableModel.export_slim
 
     def broken(self, *args, **kwargs):
@@ -100,11 +105,7 @@ def test_a_slim_model_that_differs_is_reported_loudly(study, monkeypatch):
         return slim
 
     monkeypatch.setattr(PrunableModel, "export_slim", broken)
-    model = json.loads((study / "report.json").read_text())["study"]["model"]
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
-    data = build_study_data(train_size=48, id_eval_size=40, ood_per_case=3, max_length=24)
-    eval_sets = {name: tokenize(subset, tokenizer, 24) for name, subset in data.eval_sets().items()}
-    result = study_slim_report(model, study / "runs", eval_sets, data.cases, repeats=1, min_seconds=0)
+    result = slim_report_for_runs(study / "runs", repeats=1, min_seconds=0)
     assert result["identical"] is False
     assert any("logits differ by up to" in problem for problem in result["problems"])
     text = "\n".join(slim_report_lines(result))
