@@ -71,8 +71,9 @@ def _compare(prunable: Any, slim: torch.nn.Module, data: Any, collate_fn: Any, b
         num_labels = getattr(prunable.config, "num_labels", None) or 0
         if _should_collapse("auto", "", num_labels, gold):   # as evaluate_subnetwork scores HANS-style sets
             hooked_all, slim_all = _collapse(hooked_all, 0), _collapse(slim_all, 0)
-        entry["hooked_accuracy"] = float((hooked_all == gold).float().mean())
-        entry["slim_accuracy"] = float((slim_all == gold).float().mean())
+        # correct / count in Python floats, as evaluate_subnetwork computes it, so the two compare exactly
+        entry["hooked_accuracy"] = int((hooked_all == gold).sum()) / gold.numel()
+        entry["slim_accuracy"] = int((slim_all == gold).sum()) / gold.numel()
     return entry
 
 
@@ -150,11 +151,13 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
         "realized_sparsity": result.get("realized_sparsity"), "heads_kept": result.get("heads_kept"),
         "mlps_kept": result.get("mlps_kept"), "ablation": info["ablation"], "loads_with_plain_transformers":
         info["stock"],
-        "parameters": {"full": parameter_count(full), "slim": parameter_count(slim)},
+        "parameters": {"full": parameter_count(full), "slim": parameter_count(slim),
+                       "full_layers": _layer_parameters(full), "slim_layers": _layer_parameters(slim)},
+        "model": str(model_path),
         "latency_s": latency, "latency_setting": {
             "device": str(device), "threads": torch.get_num_threads() if device.type == "cpu" else None,
             "batch": list(inputs["input_ids"].shape), "eval_set": first, "repeats": rounds,
-            "method": "median of round-robin forwards (full, hooked, slim) after one warm-up, in the study process"},
+            "method": "median of round-robin forwards (full, hooked, slim) after one warm-up, in one process"},
         "per_set": per_set,
         "groups": {"full": _group_means(full_accuracy, groups),
                    **{what: _group_means({n: e.get(f"{what}_accuracy") for n, e in per_set.items()}, groups)
@@ -178,6 +181,13 @@ def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, 
     groups = dict(data.get("groups") or {"id": list(eval_sets)[:1], "ood": list(eval_sets)[1:]})
     groups["mixed"] = [name for names in groups.values() for name in names]
     return study_slim_report(model, runs_dir, eval_sets, groups, **kwargs)
+
+
+def _layer_parameters(model: torch.nn.Module) -> int:
+    """Parameters of the transformer layers alone (embeddings and the task head do not shrink with pruning)."""
+    from ..architectures.resolve import resolve_architecture
+    from ..export import parameter_count
+    return sum(parameter_count(layer) for layer in resolve_architecture(model).layers)
 
 
 def _accepted(prunable: Any) -> Sequence[str]:
@@ -214,6 +224,8 @@ def slim_report_lines(report: Mapping[str, Any] | None) -> list[str]:
               "| | full model | hooked subnetwork | slim model |", "|---|---|---|---|",
               (f"| parameters | {params['full']:,} | {params['full']:,} (+ masks) | {params['slim']:,} "
               f"({params['slim'] / params['full']:.1%}) |"),
+              (f"| parameters of the transformer layers | {params['full_layers']:,} | {params['full_layers']:,} | "
+               f"{params['slim_layers']:,} ({params['slim_layers'] / params['full_layers']:.1%}) |"),
               (f"| forward latency, batch {setting['batch'][0]} x {setting['batch'][1]} | "
               f"{latency['full'] * 1e3:.1f} ms | {latency['hooked'] * 1e3:.1f} ms "
               f"({latency['hooked'] / latency['full']:.2f}x) | {latency['slim'] * 1e3:.1f} ms "
@@ -235,6 +247,6 @@ def slim_report_lines(report: Mapping[str, Any] | None) -> list[str]:
     else:
         lines += ["", ("**WARNING: THE SLIM MODEL DOES NOT REPRODUCE THE HOOKED SUBNETWORK.** Do not use it; "
                   "please report this as a bug."), "", *[f"- {problem}" for problem in report["problems"]]]
-    lines += ["", (f"Export it yourself: `hf-heuristic-core export --model <the study's model> --masks "
+    lines += ["", (f"Export it yourself: `hf-heuristic-core export --model {report['model']} --masks "
               f"{report['run_dir']} --output-dir slim`."), ""]
     return lines

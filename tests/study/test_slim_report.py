@@ -69,6 +69,10 @@ def test_study_reports_the_slim_model_of_its_50_percent_run(study):
     assert full == sum(p.numel() for p in transformers.AutoModelForSequenceClassification.from_pretrained(
         json.loads((study / "report.json").read_text())["study"]["model"]).parameters())
     assert slim["parameters"]["slim"] == _expected_slim_parameters(full, masks) < full
+    # per layer, by hand: q/k/v/o 4 x (32 x 32 + 32), two LayerNorms 2 x 64, intermediate 32 x 48 + 48,
+    # output 48 x 32 + 32
+    assert slim["parameters"]["full_layers"] == 2 * (4 * (32 * 32 + 32) + 2 * 64 + (32 * 48 + 48) + (48 * 32 + 32))
+    assert slim["parameters"]["full_layers"] - slim["parameters"]["slim_layers"] == full - slim["parameters"]["slim"]
 
     recorded = json.loads((study / "runs" / "sp50-seed0" / "result.json").read_text())["eval"]
     assert set(slim["per_set"]) == set(recorded) and len(recorded) == 8   # ID + 7 OOD cases
@@ -84,6 +88,8 @@ def test_study_reports_the_slim_model_of_its_50_percent_run(study):
     report = (study / "report.md").read_text()
     assert "## Slim model of one 50% subnetwork" in report
     assert f"| parameters | {full:,} | {full:,} (+ masks) | {slim['parameters']['slim']:,} " in report
+    assert f"| parameters of the transformer layers | 15,008 | 15,008 | {slim['parameters']['slim_layers']:,} (" \
+        in report
     assert "CPU, 1 thread" in report and "predict the same class on all 61 evaluation examples" in report
     timings = json.loads((study / "report.json").read_text())["study"]["timings_s"]
     assert timings["slim_report"] < 30
