@@ -130,3 +130,24 @@ def test_choose_run_prefers_the_nearest_sparsity_then_the_lowest_seed(tmp_path):
     assert choose_run(tmp_path, sparsity=0.65).name == "sp70-seed0"
     assert slim_report_lines({"skipped": "no SlimMap"}) == ["## Slim model of one 50% subnetwork", "",
                                                             "Not exported: no SlimMap", ""]
+
+
+def test_accuracies_are_computed_exactly_as_the_studys_evaluation():
+    """correct / count as evaluate_subnetwork computes it (a float32 mean of 1/3 would differ from it)."""
+    from tiny_models import make_batch, tiny_model
+
+    from hf_heuristic_core import PrunableModel, PruningConfig
+    from hf_heuristic_core.evaluation.subnetwork import evaluate_subnetwork
+    from hf_heuristic_core.study.slim_report import _compare
+    prunable = PrunableModel(tiny_model("bert"), PruningConfig(ablation="zero"))
+    prunable.set_masks(heads=torch.tensor([[1., 0, 1, 1], [0, 1, 1, 0]]), mlps=torch.tensor([1., 0]))
+    prunable.eval()
+    batch = make_batch("bert", batch_size=3)
+    with torch.no_grad():
+        predicted = prunable(**batch).logits.argmax(-1)
+    labels = predicted.clone()
+    labels[1:] = (predicted[1:] + 1) % 3                       # one of three right
+    data = [dict(batch, labels=labels)]
+    entry = _compare(prunable, prunable.export_slim(), data, None, 32, torch.device("cpu"))
+    assert entry["hooked_accuracy"] == entry["slim_accuracy"] == 1 / 3
+    assert entry["hooked_accuracy"] == evaluate_subnetwork(prunable, {"x": data})["x"]["accuracy"]
