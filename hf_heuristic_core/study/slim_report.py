@@ -185,9 +185,10 @@ def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, 
 
 def _layer_parameters(model: torch.nn.Module) -> int:
     """Parameters of the transformer layers alone (embeddings and the task head do not shrink with pruning)."""
-    from ..architectures.resolve import resolve_architecture
+    from ..architectures.registry import ARCHITECTURES
     from ..export import parameter_count
-    return sum(parameter_count(layer) for layer in resolve_architecture(model).layers)
+    # the map's path, not resolve_architecture: that checks head widths, which a slim layer no longer has
+    return parameter_count(model.base_model.get_submodule(ARCHITECTURES[model.config.model_type].layers))
 
 
 def _accepted(prunable: Any) -> Sequence[str]:
