@@ -20,7 +20,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -32,6 +31,7 @@ from transformers import (
 )
 
 from hf_heuristic_core import PrunableModel, PruningConfig
+from hf_heuristic_core.export.latency import round_robin_latency
 
 RATIOS = (0.3, 0.5, 0.7)
 
@@ -81,15 +81,7 @@ def timed(fn, repeats: int) -> float:
 def compare(fns: dict, repeats: int) -> dict[str, float]:
     """Median seconds of each function, run round-robin (full, hooked, slim, full, ...) so that load changes on a
     shared machine hit all of them alike."""
-    for fn in fns.values():
-        fn()   # warm-up
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return round_robin_latency(fns, repeats=repeats).median_s
 
 
 def memory_mb(model: torch.nn.Module) -> float:

@@ -1,4 +1,5 @@
-"""`hf-heuristic-core export`: turn a mask artifact into a slim model folder (see `hf_heuristic_core.export`).
+"""`hf-heuristic-core export`: turn a mask artifact (unit or neuron masks) into a slim model folder (see
+`hf_heuristic_core.export`).
 
     hf-heuristic-core export --model NAME_OR_PATH --masks DIR_OR_REPO --output_dir OUT
 """
@@ -53,7 +54,8 @@ def run_export(script: ExportScriptArguments) -> dict:
 def export_command(argv: Sequence[str]) -> int:
     from transformers import HfArgumentParser
     parser = HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export",
-                              description="Turn a mask artifact into a smaller plain Transformers model.")
+                              description="Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller "
+                                            "plain Transformers model.")
     (script,) = parser.parse_args_into_dataclasses(args=list(argv))
     summary = run_export(script)
     before, after = summary["parameters_before"], summary["parameters_after"]

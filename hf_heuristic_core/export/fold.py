@@ -4,7 +4,13 @@ The hooks replace a pruned head's context vector `z_h` (its slice of the attenti
 the constant `m_h` (its mean, or zero), so `W_O z + b = sum_kept W_O^h z_h + (b + sum_pruned W_O^h m_h)`: the pruned
 heads' columns go and their contribution moves into the bias (one is added where the projection has none). A pruned
 MLP block's output is replaced by its mean `mu` (zero ablation: 0), so its input projections lose every row and its
-output projection keeps no column and has bias `mu`. Folding runs in float64 and is cast to the weight's dtype once.
+output projection keeps no column and has bias `mu`. A pruned intermediate neuron `j` (neuron granularity) is the
+same one level down: its input to the MLP output projection is replaced by its mean `n_j`, so its rows of the input
+projections (up, gate, `intermediate.dense`, `c_fc`) and its column of the output projection go, and
+`b_down' = b_down + W_down[:, pruned] n_pruned`. Where the output projection has no bias (Llama, Mistral, Qwen2) one
+is added, as for a removed MLP block: Llama's `mlp_bias` flag can state it in a stock config (which also brings zero
+input-projection biases); Qwen2 / Mistral cannot, so their mean-ablated exports reload with `load_slim`. Zero
+ablation just removes the neurons. Folding runs in float64 and is cast to the weight's dtype once.
 
 Works on `nn.Linear` (weight `[out, in]`) and GPT-2's `Conv1D` (weight `[in, out]`); which module plays which role is
 data in `ArchitectureMap.slim`.
@@ -18,10 +24,35 @@ from torch import nn
 from ..architectures.registry import ArchitectureMap
 from .plan import LayerLayout
 
-__all__ = ["ATTENTION_ROLES", "MLP_ROLES", "rebuild_layer", "role_modules"]
+__all__ = ["ATTENTION_ROLES", "MLP_ROLES", "BiasOnlyLinear", "rebuild_layer", "role_modules"]
 
 ATTENTION_ROLES = ("query", "key", "value", "attention_output")
 MLP_ROLES = ("mlp_inputs", "mlp_output")
+
+
+class BiasOnlyLinear(nn.Linear):
+    """An `nn.Linear` with no input features (an MLP with no neuron left): its output is its bias at every position,
+    returned as a broadcast view. A stock zero-width Linear computes the same values with two full passes (scale the
+    bias, copy it into a fresh `[tokens, hidden]` buffer), which on a busy multi-threaded CPU cost about as much as
+    the layer's LayerNorm; the residual add that follows materializes the view anyway. Same parameters and state
+    dict keys as the Linear it replaces, so saving and plain `from_pretrained` reloads are unchanged."""
+
+    def reset_parameters(self) -> None:
+        """Nothing to draw: the parameters always come from the Linear this one replaces."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.bias.expand(*input.shape[:-1], self.out_features)
+
+
+def _bias_only_if_empty(layer: nn.Module, path: str) -> None:
+    """Swap a zero-width `nn.Linear` with a bias for a `BiasOnlyLinear` holding the same parameters."""
+    module = layer.get_submodule(path)
+    if type(module) is not nn.Linear or module.in_features != 0 or module.bias is None:
+        return
+    swapped = BiasOnlyLinear(0, module.out_features, device="meta")
+    swapped.weight, swapped.bias = module.weight, module.bias
+    swapped.train(module.training)
+    layer.set_submodule(path, swapped)
 
 
 def _is_conv1d(module: nn.Module) -> bool:
@@ -99,11 +130,12 @@ def _slice_rows(module: nn.Module, rows: list[int]) -> None:
 
 @torch.no_grad()
 def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout, num_heads: int, num_kv_heads: int,
-                  head_dim: int, head_means: torch.Tensor | None, mlp_mean: torch.Tensor | None) -> tuple[str, ...]:
+                  head_dim: int, head_means: torch.Tensor | None, mlp_mean: torch.Tensor | None,
+                  neuron_means: torch.Tensor | None = None) -> tuple[str, ...]:
     """Rebuild `layer` in place to `layout`; returns the roles that received a bias they did not have.
 
-    `head_means` `[num_heads, head_dim]` / `mlp_mean` `[hidden]` are what the pruned units are replaced by (None:
-    zero ablation, or a reload whose folded biases come from the saved weights).
+    `head_means` `[num_heads, head_dim]` / `mlp_mean` `[hidden]` / `neuron_means` `[intermediate]` are what the
+    pruned units are replaced by (None: zero ablation, or a reload whose folded biases come from the saved weights).
     """
     slim = paths.slim
     added: set[str] = set()
@@ -152,4 +184,29 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
         bias = None if out.bias is None else (mlp_mean.to(out.bias) if mlp_mean is not None
                                               else torch.zeros_like(out.bias))
         _set_weights(out, _take(_weight_out_in(out).detach(), 1, placeholders), bias)
+    elif layout.neurons is not None and _slice_neurons(layer, paths, layout, neuron_means):
+        added.add("mlp_output")
+    _bias_only_if_empty(layer, paths.mlp_output)
     return tuple(role for role in (*ATTENTION_ROLES, *MLP_ROLES) if role in added)
+
+
+def _slice_neurons(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
+                   neuron_means: torch.Tensor | None) -> bool:
+    """Keep `layout.neurons` of the MLP (zero placeholders when none is left) and fold the pruned neurons' means
+    into the output projection's bias; True when that bias had to be added."""
+    out = layer.get_submodule(paths.mlp_output)
+    weight = _weight_out_in(out)
+    kept = set(layout.neurons)
+    pruned = [j for j in range(weight.shape[1]) if j not in kept]
+    added = False
+    if neuron_means is not None and pruned:
+        index = torch.tensor(pruned, dtype=torch.long, device=weight.device)
+        delta = weight.double().index_select(1, index) @ neuron_means.double().to(weight.device).index_select(0, index)
+        added = _ensure_bias(out)
+        out.bias.add_(delta.to(out.bias.dtype))
+    rows = list(layout.neurons) or [-1] * layout.intermediate
+    for module in role_modules(layer, paths, "mlp_inputs"):
+        _slice_rows(module, rows)
+    _set_weights(out, _take(_weight_out_in(out).detach(), 1, rows),
+                 None if out.bias is None else out.bias.detach().clone())
+    return added

@@ -47,7 +47,8 @@ def slim_card_text(model: nn.Module) -> str:
         "---", "library_name: transformers", "tags:", "- pruning", "- heuristic-core", "- slim",
         *([f"base_model: {base}"] if base != "unknown" and not os.path.isabs(base) else []), "---", "",
         f"# Slim subnetwork of `{base}`", "",
-        ("Pruned attention heads and MLP blocks physically removed with hf_heuristic_core; the ablated units' "
+        ("Pruned attention heads, MLP blocks and MLP neurons physically removed with hf_heuristic_core; the "
+         "ablated units' "
          f"{'mean activations are' if info['ablation'] == 'mean' else 'zero outputs are'} folded into biases, so the "
          "outputs equal those of the hooked subnetwork (to float rounding)."), "",
         "| field | value |", "|---|---|",
@@ -55,6 +56,8 @@ def slim_card_text(model: nn.Module) -> str:
         f"| parameters | {params['slim']:,} of {params['original']:,} ({params['slim'] / params['original']:.1%}) |",
         f"| heads kept per layer | {heads} of {info['num_heads']} |",
         f"| MLP blocks kept | {mlps} of {len(info['layers'])} |",
+        *([f"| MLP neurons kept per layer | {[layer['intermediate'] for layer in info['layers']]} |"]
+          if any(layer.get("neurons") is not None for layer in info["layers"]) else []),
         f"| ablation folded | {info['ablation']} |",
         f"| masks from | {info['source'].get('masks') or 'in-memory masks'} |",
         f"| loads with | {'plain transformers' if info['stock'] else 'hf_heuristic_core.load_slim'} |",

@@ -13,6 +13,10 @@ holds an original key/value head (or -1: a zero placeholder). This one descripti
 - **A layer that keeps no head.** Stock attention code cannot reshape a zero-width projection, so the layer keeps
   one placeholder head with zero query/key/value rows and zero output columns (exact: it adds nothing); the layer's
   attention output is then the output bias, into which every head's mean was folded.
+
+**Neurons** (neuron granularity): `neurons` lists the original intermediate neurons a layer keeps (None: the whole
+block, or none of it, as `keep_mlp` says). The MLP input projections keep those rows, the output projection those
+columns; `intermediate` is their count (or the architecture's `min_intermediate` zero placeholders when none is kept).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class LayerLayout:
     keep_mlp: bool
     intermediate: int
     added_biases: tuple[str, ...] = ()
+    neurons: tuple[int, ...] | None = None
 
     @property
     def group_size(self) -> int:
@@ -52,7 +57,8 @@ class LayerLayout:
     def from_dict(cls, data: dict[str, Any]) -> LayerLayout:
         return cls(query_slots=tuple(data["query_slots"]), kv_slots=tuple(data["kv_slots"]),
                    kept_heads=tuple(data["kept_heads"]), keep_mlp=bool(data["keep_mlp"]),
-                   intermediate=int(data["intermediate"]), added_biases=tuple(data.get("added_biases", ())))
+                   intermediate=int(data["intermediate"]), added_biases=tuple(data.get("added_biases", ())),
+                   neurons=None if data.get("neurons") is None else tuple(data["neurons"]))
 
 
 def _chunks(heads: list[int], size: int) -> list[list[int]]:
@@ -60,9 +66,17 @@ def _chunks(heads: list[int], size: int) -> list[list[int]]:
 
 
 def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, intermediate: int,
-               min_intermediate: int = 0) -> LayerLayout:
+               min_intermediate: int = 0, neuron_mask: torch.Tensor | None = None) -> LayerLayout:
     """The slots of one layer from its binary head mask `[num_heads]` (1 keeps a query head). A removed MLP block
-    keeps `min_intermediate` zero placeholder neurons (0 unless the projection type cannot be zero-width)."""
+    keeps `min_intermediate` zero placeholder neurons (0 unless the projection type cannot be zero-width).
+    `neuron_mask` `[intermediate]` (1 keeps a neuron) slices the MLP's intermediate neurons instead."""
+    neurons = None
+    if neuron_mask is not None:
+        if neuron_mask.numel() != intermediate:
+            raise ValueError(f"A neuron mask of {neuron_mask.numel()} entries for an MLP of {intermediate} neurons.")
+        neurons = tuple(int(j) for j in torch.nonzero(neuron_mask > 0.5).flatten())
+        keep_mlp = True
+        intermediate = len(neurons) or min_intermediate
     num_heads = head_mask.numel()
     if num_heads % num_kv_heads:
         raise ValueError(f"{num_heads} query heads cannot share {num_kv_heads} key/value heads evenly.")
@@ -72,7 +86,7 @@ def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, inter
     groups = {k: heads for k, heads in groups.items() if heads}
     mlp_width = intermediate if keep_mlp else min_intermediate
     if not groups:
-        return LayerLayout((-1,), (-1,), (), keep_mlp, mlp_width)
+        return LayerLayout((-1,), (-1,), (), keep_mlp, mlp_width, neurons=neurons)
     largest = max(len(heads) for heads in groups.values())
 
     def cost(size: int) -> tuple[int, int]:
@@ -86,14 +100,17 @@ def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, inter
         for chunk in _chunks(heads, size):
             query_slots += chunk
             kv_slots.append(k)
-    return LayerLayout(tuple(query_slots), tuple(kv_slots), tuple(kept), keep_mlp, mlp_width)
+    return LayerLayout(tuple(query_slots), tuple(kv_slots), tuple(kept), keep_mlp, mlp_width, neurons=neurons)
 
 
 def plan_layers(head_masks: torch.Tensor, mlp_masks: torch.Tensor, num_kv_heads: int,
-                intermediate: list[int], min_intermediate: int = 0) -> list[LayerLayout]:
-    """One `LayerLayout` per layer from binary masks `[L, H]` and `[L]` and each layer's MLP width."""
+                intermediate: list[int], min_intermediate: int = 0,
+                neuron_masks: torch.Tensor | None = None) -> list[LayerLayout]:
+    """One `LayerLayout` per layer from binary masks `[L, H]` and `[L]` (and `[L, intermediate]` neuron masks) and
+    each layer's MLP width."""
     return [plan_layer(head_masks[layer], bool(mlp_masks[layer] > 0.5), num_kv_heads, intermediate[layer],
-                       min_intermediate) for layer in range(head_masks.shape[0])]
+                       min_intermediate, None if neuron_masks is None else neuron_masks[layer])
+            for layer in range(head_masks.shape[0])]
 
 
 def is_uniform(layouts: list[LayerLayout]) -> bool:

@@ -1,7 +1,9 @@
 """`export_slim`: a found subnetwork as a smaller, faster plain Transformers model (no hooks), and its reload.
 
 The wrapped model is deep-copied (without hooks), each layer is rebuilt to the plan of `export.plan` with the
-ablated units' means folded into biases (`export.fold`), and the result is a model of the original class. Its
+ablated units' means folded into biases (`export.fold`), and the result is a model of the original class. Unit masks
+(`granularity="unit"`: heads and MLP blocks) and neuron masks (`granularity="neuron"`: MLP intermediate neurons) are
+both sliced; a neuron export keeps every head. Its
 config records the per-layer layout and where the masks came from under `SLIM_KEY`.
 
 Two ways to reload a saved slim folder:
@@ -41,6 +43,8 @@ __all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "parameter_count", "rebuild
 
 SLIM_KEY = "hf_heuristic_core_slim"
 SLIM_FORMAT = "hf_heuristic_core.slim/1"
+# The mask kinds each granularity's slim export reads (a kind the masks leave out keeps every unit).
+SLIM_KINDS = {"unit": ("heads", "mlps"), "neuron": ("neurons",)}
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
                "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_hooks",
                "_backward_pre_hooks")
@@ -93,7 +97,7 @@ def _means_for(prunable: Any, ablation: str, masks: Mapping[str, torch.Tensor]) 
                           "model against the hooked one under that ablation.")
     if ablation == "zero":
         return {}
-    needed = [kind for kind in ("heads", "mlps") if masks.get(kind) is not None and bool((masks[kind] == 0).any())]
+    needed = [kind for kind in masks if bool((masks[kind] == 0).any())]
     means = prunable.get_means()
     missing = [kind for kind in needed if means.get(kind) is None]
     if missing:
@@ -113,15 +117,15 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     architecture = prunable.architecture
     model_type = architecture.model_type
     paths = architecture.paths
-    if prunable.pruning_config.granularity != "unit" or architecture.is_encoder_decoder or paths.slim is None:
+    granularity = prunable.pruning_config.granularity
+    if granularity not in SLIM_KINDS or architecture.is_encoder_decoder or paths.slim is None:
         raise UnsupportedArchitectureError(
-            f"Slim export supports unit masks (heads and MLP blocks) of the model types {slim_model_types()}; this "
-            f"model is {model_type!r} with the {prunable.pruning_config.granularity!r} granularity. Keep using the "
-            "hooked PrunableModel, or add a SlimMap for it in hf_heuristic_core.ARCHITECTURES.")
-    masks = {k: v for k, v in (prunable.validate_masks(masks) if masks is not None
-                               else prunable.get_masks(binary=True)).items()}
+            f"Slim export supports unit masks (heads and MLP blocks) and neuron masks of the model types "
+            f"{slim_model_types()}; this model is {model_type!r} with the {granularity!r} granularity. Keep using "
+            "the hooked PrunableModel, or add a SlimMap for it in hf_heuristic_core.ARCHITECTURES.")
+    given = prunable.validate_masks(masks) if masks is not None else {}
     full = prunable.get_masks(binary=True)
-    masks = {"heads": masks.get("heads", full["heads"]), "mlps": masks.get("mlps", full["mlps"])}
+    masks = {kind: given.get(kind, full[kind]) for kind in SLIM_KINDS[granularity]}
     _check_masks(masks)
     ablation = ablation or prunable.pruning_config.ablation
     if ablation not in ABLATIONS:
@@ -142,19 +146,21 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     resolved = resolve_architecture(model, prunable.pruning_config)
     num_heads, head_dim = resolved.num_heads, resolved.head_dim
     num_kv = _num_kv_heads(model.config, paths.slim, num_heads)
-    layouts = plan_layers(masks["heads"], masks["mlps"], num_kv,
-                          [input_width(module) for module in resolved.mlp_outputs], paths.slim.min_intermediate)
+    num_layers = len(resolved.layers)
+    layouts = plan_layers(masks.get("heads", torch.ones(num_layers, num_heads)),
+                          masks.get("mlps", torch.ones(num_layers)), num_kv,
+                          [input_width(module) for module in resolved.mlp_outputs], paths.slim.min_intermediate,
+                          masks.get("neurons"))
     for i, layer in enumerate(resolved.layers):
         added = rebuild_layer(layer, paths, layouts[i], num_heads, num_kv, head_dim,
-                              means["heads"][i] if "heads" in means else None,
-                              means["mlps"][i] if "mlps" in means else None)
+                              *(means[kind][i] if kind in means else None for kind in ("heads", "mlps", "neurons")))
         layouts[i] = replace(layouts[i], added_biases=added)
     stock = _make_stock(model, resolved.layers, paths, layouts, head_dim)
     setattr(model.config, SLIM_KEY, {
         "format": SLIM_FORMAT, "stock": stock, "model_type": model_type, "ablation": ablation,
         "num_heads": num_heads, "num_key_value_heads": num_kv, "head_dim": head_dim,
         "layers": [layout.to_dict() for layout in layouts],
-        "masks": {kind: mask.tolist() for kind, mask in masks.items()},
+        "masks": {kind: mask.int().tolist() if kind == "neurons" else mask.tolist() for kind, mask in masks.items()},
         "source": {"masks": source, "base_model": prunable.pruning_config.base_model_name_or_path,
                    "base_model_revision": prunable.pruning_config.base_model_revision,
                    "means": dict(prunable.means_info) if ablation == "mean" else None},

@@ -235,6 +235,10 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
                      eval_sets=eval_sets, non_core_sample=args.ablation_non_core_sample or None,
                      max_core_units=args.max_core_units or None, seed=args.seed)
     timings["analyze"] = time.time() - t0
+    from .slim_report import study_slim_report
+    t0 = time.time()
+    slim = study_slim_report(model_path, out / "runs", eval_sets, groups, device="cpu" if args.use_cpu else "cuda")
+    timings["slim_report"] = time.time() - t0
     timings["total"] = time.time() - start
     from .checkpoints import folder_bytes
 
@@ -242,7 +246,8 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     summary = {"output_dir": str(out), "model": str(model_path), "data": data.description, "groups": groups,
                "timings_s": timings, "effective_size_file": str(finetune_dir / "effective_size.json")
                if effective is not None else None, "runs_dir": str(out / "runs"),
-               "analysis_report": str(out / "report" / "report.md"), "disk_mb": round(folder_bytes(out) / 2**20, 1)}
+               "analysis_report": str(out / "report" / "report.md"), "disk_mb": round(folder_bytes(out) / 2**20, 1),
+               "slim": slim}
     write_study_report(out, summary, effective, report, runs)
     return summary
 
@@ -316,6 +321,8 @@ def write_study_report(out: Path, summary: dict[str, Any], effective: Any, repor
         text = analysis_md.read_text()
         lines += ["## Multi-seed analysis of the final model", "",
                   text.replace("](", "](report/").replace("](report/http", "](http")]
+    from .slim_report import slim_report_lines
+    lines += slim_report_lines(summary.get("slim"))
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     atomic_write_text(out / "report.json", json.dumps({"study": summary, "analysis": report}, indent=2,
                                                       default=str) + "\n")

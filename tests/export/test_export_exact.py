@@ -163,3 +163,28 @@ def test_masks_argument_and_fixed_masks_agree():
     prunable, batch = _wrapped("bert", "mean")
     via_argument = prunable.export_slim(masks={"heads": HEADS, "mlps": MLPS})
     assert torch.equal(_logits(via_argument, batch), _logits(prunable.export_slim(), batch))
+
+
+STACKS = {"bert": "encoder.layer", "llama": "layers", "distilbert": "transformer.layer"}
+
+
+@pytest.mark.parametrize("model_type, path", [("bert", "output.dense"), ("llama", "mlp.down_proj"),
+                                              ("distilbert", "ffn.lin2")])
+def test_removed_mlp_block_returns_its_bias_without_arithmetic(model_type, path, tmp_path):
+    """A layer whose MLP block is gone outputs the folded mean as a broadcast view of the bias (no scaled copy into
+    a [tokens, hidden] buffer); exact in memory and after load_slim."""
+    from hf_heuristic_core.export.fold import BiasOnlyLinear
+    prunable, batch = _wrapped(model_type, "mean")
+    slim = prunable.export_slim()
+    stack = slim.base_model.get_submodule(STACKS[model_type])
+    removed, kept = stack[1].get_submodule(path), stack[0].get_submodule(path)   # MLPS = [1, 0, 1, 0]
+    assert type(removed) is BiasOnlyLinear and type(kept) is torch.nn.Linear
+    out = removed(torch.randn(2, 5, 0))
+    assert out.shape == (2, 5, 32) and out.stride() == (0, 0, 1) and torch.equal(out[1, 3], removed.bias)
+    assert torch.allclose(removed.bias, prunable.get_means()["mlps"][1], atol=1e-6)   # the block's mean, folded
+    hooked = _logits(prunable, batch)
+    assert _max_diff(hooked, _logits(slim, batch), batch["attention_mask"]) <= 1e-4
+    save_slim(slim, tmp_path / "slim")
+    reloaded = load_slim(tmp_path / "slim")
+    assert type(reloaded.base_model.get_submodule(STACKS[model_type])[1].get_submodule(path)) is BiasOnlyLinear
+    assert _max_diff(hooked, _logits(reloaded, batch), batch["attention_mask"]) <= 1e-4
