@@ -414,8 +414,9 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
 
     def export_slim(self, masks: Mapping[str, Any] | None = None, ablation: str | None = None,
                     source: str | None = None) -> nn.Module:
-        """A plain Transformers model of the wrapped class with the pruned heads and MLP blocks physically removed
-        and their means folded into biases (see `hf_heuristic_core.export`); this model is left untouched."""
+        """A plain Transformers model of the wrapped class with the pruned heads and MLP blocks (unit masks) or MLP
+        neurons (neuron masks) physically removed and their means folded into biases (see
+        `hf_heuristic_core.export`); this model is left untouched."""
         from .export.slim import export_slim
         return export_slim(self, masks=masks, ablation=ablation, source=source)
 
