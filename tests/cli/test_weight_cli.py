@@ -72,3 +72,23 @@ def test_subtasks_cli_writes_overlap_and_sharing(tiny_bert_dir, tmp_path, capsys
     assert summary["sharing"]["A"]["total"] == pytest.approx(1 / 3)
     assert "| IoU |" in (tmp_path / "out" / "subtasks.md").read_text()
     assert "Shared fraction (total): A 0.333, B 0.333" in capsys.readouterr().out
+
+
+def test_prune_cli_stores_weight_mask_logits_in_bf16_when_asked(tiny_bert_dir, tmp_path, capsys):
+    data = tmp_path / "train.jsonl"
+    rows = [{"sentence": f"the cat number {i} sat on the mat", "label": i % 2} for i in range(16)]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    output = tmp_path / "run"
+    code = main(["prune", "--model", str(tiny_bert_dir), "--dataset", str(data), "--granularity", "weight",
+                 "--relaxation", "continuous_sparsification", "--target_modules", "query",
+                 "--logits_dtype", "bfloat16", "--objective", "task", "--sparsity_control", "penalty",
+                 "--output_dir", str(output), "--max_steps", "2", "--per_device_train_batch_size", "8",
+                 "--report_to", "none", "--use_cpu", "--disable_tqdm", "true", "--save_strategy", "no",
+                 "--convergence_check", "false"])
+    assert code == 0
+    config = json.loads((output / "pruning_config.json").read_text())
+    assert config["logits_dtype"] == "bfloat16" and config["relaxation"] == "continuous_sparsification"
+    capsys.readouterr()
+    assert main(["prune", "--model", str(tiny_bert_dir), "--dataset", str(data), "--logits_dtype", "bfloat16",
+                 "--output_dir", str(tmp_path / "unit"), "--max_steps", "1"]) == 2
+    assert "logits_dtype='bfloat16' is for weight masks" in capsys.readouterr().err
