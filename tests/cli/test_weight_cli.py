@@ -28,6 +28,13 @@ def tiny_bert_dir(tmp_path_factory):
     return folder
 
 
+def sentence_file(tmp_path):
+    data = tmp_path / "train.jsonl"
+    rows = [{"sentence": f"the cat number {i} sat on the mat", "label": i % 2} for i in range(16)]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return data
+
+
 def test_parse_layers():
     assert parse_layers("0,2-4") == [0, 2, 3, 4]
     with pytest.raises(ValueError, match="'x' is not a layer index"):
@@ -35,9 +42,7 @@ def test_parse_layers():
 
 
 def test_prune_cli_learns_gumbel_weight_masks_on_the_task_loss(tiny_bert_dir, tmp_path, capsys):
-    data = tmp_path / "train.jsonl"
-    rows = [{"sentence": f"the cat number {i} sat on the mat", "label": i % 2} for i in range(16)]
-    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = sentence_file(tmp_path)
     output = tmp_path / "run"
     code = main(["prune", "--model", str(tiny_bert_dir), "--dataset", str(data), "--granularity", "weight",
                  "--relaxation", "gumbel_sigmoid", "--target_modules", "query,value", "--layers_to_transform", "1",
@@ -75,9 +80,7 @@ def test_subtasks_cli_writes_overlap_and_sharing(tiny_bert_dir, tmp_path, capsys
 
 
 def test_prune_cli_stores_weight_mask_logits_in_bf16_when_asked(tiny_bert_dir, tmp_path, capsys):
-    data = tmp_path / "train.jsonl"
-    rows = [{"sentence": f"the cat number {i} sat on the mat", "label": i % 2} for i in range(16)]
-    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = sentence_file(tmp_path)
     output = tmp_path / "run"
     code = main(["prune", "--model", str(tiny_bert_dir), "--dataset", str(data), "--granularity", "weight",
                  "--relaxation", "continuous_sparsification", "--target_modules", "query",
