@@ -39,7 +39,8 @@ from ..errors import ExportError, MissingMeansError, UnsupportedArchitectureErro
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "parameter_count", "rebuild_to_layout", "slim_info"]
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "num_kv_heads", "parameter_count", "rebuild_to_layout",
+           "slim_info"]
 
 SLIM_KEY = "hf_heuristic_core_slim"
 SLIM_FORMAT = "hf_heuristic_core.slim/1"
@@ -145,7 +146,7 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
 
     resolved = resolve_architecture(model, prunable.pruning_config)
     num_heads, head_dim = resolved.num_heads, resolved.head_dim
-    num_kv = _num_kv_heads(model.config, paths.slim, num_heads)
+    num_kv = num_kv_heads(model.config, paths.slim, num_heads)
     num_layers = len(resolved.layers)
     layouts = plan_layers(masks.get("heads", torch.ones(num_layers, num_heads)),
                           masks.get("mlps", torch.ones(num_layers)), num_kv,
@@ -185,7 +186,8 @@ def _drop_gguf_marker(model: nn.Module) -> None:
         del model.config.quantization_config
 
 
-def _num_kv_heads(config: Any, slim: Any, num_heads: int) -> int:
+def num_kv_heads(config: Any, slim: Any, num_heads: int) -> int:
+    """Key/value heads per layer as the config states them (grouped-query attention), else one per query head."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     value = getattr(text, slim.kv_heads_config, None) if slim.kv_heads_config else None
     return int(value) if value else num_heads

@@ -33,7 +33,7 @@ from ..architectures.resolve import resolve_architecture, transformers_model
 from ..errors import MaskShapeError, UnsupportedArchitectureError, UsageError
 from ..export.fold import role_modules
 from ..export.plan import plan_layer
-from ..export.slim import _num_kv_heads
+from ..export.slim import num_kv_heads
 
 __all__ = ["TensorSlot", "granularity_of", "parameter_gates", "tensor_slots", "validate_binary"]
 
@@ -176,7 +176,7 @@ def _structured_gates(model: nn.Module, slots: dict[str, TensorSlot], masks: dic
         else:
             view[:, cols] = True
 
-    num_kv = _num_kv_heads(hf_model.config, paths.slim, num_heads)
+    num_kv = num_kv_heads(hf_model.config, paths.slim, num_heads)
     for index, layer in enumerate(architecture.layers):
         if "heads" in binary:
             layout = plan_layer(binary["heads"][index].float(), True, num_kv, intermediate)
