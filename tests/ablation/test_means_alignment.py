@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import make_batch, tiny_model
+from tiny_models import make_batch, skip_unless_peft_prefix_tuning_runs, tiny_model
 from torch import nn
 
 from hf_heuristic_core import PrunableModel, PruningConfig
@@ -32,6 +32,7 @@ def _peft_model(kind: str) -> nn.Module:
         with torch.no_grad():
             for parameter in model.prompt_encoder.parameters():
                 parameter.normal_(0, 1.0)
+        skip_unless_peft_prefix_tuning_runs(model, _batches()[0])
     return model
 
 
@@ -274,3 +275,54 @@ def test_decoder_means_refuse_a_padded_batch_without_decoder_attention_mask():
     assert bool(unpadded["attention_mask"].all())
     wrapped.compute_means([unpadded], show_progress=False)
     assert wrapped.means_info["token_count"] == 5
+
+
+def _prefix_tuned_llama() -> nn.Module:
+    torch.manual_seed(0)
+    config = peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=V)
+    model = peft.get_peft_model(tiny_model("llama", task="causal_lm"), config).eval()
+    with torch.no_grad():
+        for parameter in model.prompt_encoder.parameters():
+            parameter.normal_(0, 1.0)
+    return model
+
+
+def test_decoder_prefix_tuning_is_masked_and_means_are_real_token_means():
+    """Prefix tuning of a decoder (it runs on every transformers 5.x, unlike encoder prefix tuning on 5.24): the
+    virtual tokens enter as cached keys and values only, so the means are plain real-token means, taken with the
+    prefix in place, and zero-ablating every unit changes the output."""
+    model, batches = _prefix_tuned_llama(), [make_batch("llama", batch_size=3, seq_len=6, seed=s) for s in (0, 1)]
+    layers = model.get_base_model().model.layers
+    seen: dict[str, list] = {"heads": [], "mlps": []}
+    handles = [layer.self_attn.o_proj.register_forward_pre_hook(lambda m, a: seen["heads"].append(a[0]))
+               for layer in layers]
+    handles += [layer.mlp.down_proj.register_forward_hook(lambda m, a, out: seen["mlps"].append(out))
+                for layer in layers]
+    sums, count = {"heads": 0.0, "mlps": 0.0}, 0.0
+    with torch.no_grad():
+        for batch in batches:
+            seen["heads"].clear()
+            seen["mlps"].clear()
+            model(**batch)
+            keep = batch["attention_mask"].bool()
+            for kind in sums:
+                sums[kind] = sums[kind] + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
+            count += float(keep.sum())
+    for handle in handles:
+        handle.remove()
+    wrapped = PrunableModel(model, PruningConfig(ablation="zero"))
+    wrapped.compute_means(batches, show_progress=False)
+    means = wrapped.get_means()
+    torch.testing.assert_close(means["heads"].flatten(-2).double(), sums["heads"] / count, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(means["mlps"].double(), sums["mlps"] / count, atol=1e-5, rtol=1e-5)
+    base = wrapped.model.get_base_model()
+    with torch.no_grad():
+        full = wrapped(**batches[0]).logits
+        wrapped.set_masks(heads=torch.zeros(wrapped.num_layers, wrapped.num_heads),
+                          mlps=torch.zeros(wrapped.num_layers))
+        masked = wrapped(**batches[0]).logits
+    wrapped.unwrap()
+    with torch.no_grad():
+        no_prefix = base(**batches[0]).logits
+    assert float((full - no_prefix).abs().max()) > 1e-3    # the prefix matters
+    assert float((masked - full).abs().max()) > 1e-2        # and the masks fire under it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import make_batch, tiny_model
+from tiny_models import make_batch, skip_unless_peft_prefix_tuning_runs, tiny_model
 from torch import nn
 
 from hf_heuristic_core import PrunableModel, PruningConfig
@@ -26,6 +26,8 @@ def _model(kind: str) -> nn.Module:
     with torch.no_grad():
         for parameter in model.prompt_encoder.parameters():
             parameter.normal_(0, 1.0)
+    if kind == "prefix":
+        skip_unless_peft_prefix_tuning_runs(model, make_batch("bert", batch_size=2, seq_len=5, seed=0))
     return model
 
 
