@@ -39,8 +39,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["EffectiveSizeError", "effective_size", "effective_size_per_seed"], "evaluation.effective_size"),
     **dict.fromkeys(["export_slim", "load_slim", "push_slim_to_hub", "save_slim"], "export"),
     **dict.fromkeys(["SlimMap", "slim_model_types"], "architectures.registry"),
-    **dict.fromkeys(["ArtifactError", "ExportError", "MaskShapeError", "MissingMeansError", "PruningError",
-                     "UnsupportedArchitectureError"], "errors"),
+    **dict.fromkeys(["ArtifactError", "ExportError", "MaskPassError", "MaskShapeError", "MissingMeansError",
+                     "PruningError", "UnsupportedArchitectureError"], "errors"),
     "HardConcrete": "relaxations.hard_concrete",
     "topk_binarize": "relaxations.binarize",
     **dict.fromkeys(["CoreResult", "MaskStatsError", "core", "head_frequency", "inverse", "iomin", "iou",
@@ -111,8 +111,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
                            load_qqp)
     from .export import export_slim, load_slim, push_slim_to_hub, save_slim
     from .architectures.registry import SlimMap, slim_model_types
-    from .errors import (ArtifactError, ExportError, MaskShapeError, MissingMeansError, PruningError,
-                         UnsupportedArchitectureError)
+    from .errors import (ArtifactError, ExportError, MaskPassError, MaskShapeError, MissingMeansError,
+                         PruningError, UnsupportedArchitectureError)
     from .evaluation.effective_size import EffectiveSizeError, effective_size, effective_size_per_seed
     from .evaluation.subnetwork import evaluate_subnetwork, full_model_accuracy
     from .model import PrunableModel

@@ -2,15 +2,22 @@
 
 A mixin of `PrunableModel`: torch's non-reentrant checkpointing recomputes a layer in backward, and the masks drawn
 for that forward pass (not the latest one's) must be in effect then, even when several forwards run before one
-backward. It reads the model's `_current` masks and `_masks_enabled` switch and nothing else.
+backward. Recomputation never draws masks: it replays the pass being recomputed (`mask_passes`). It reads the model's
+`_pass` and `_masks_enabled` switch and nothing else. Checkpointing switched on in the wrapped model directly (after
+wrapping) is given the replay at the next training pass, so no recomputation ever runs without it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import logging
 from typing import Any, Iterator
 
 from .errors import PruningError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["MaskReplayCheckpointing"]
 
@@ -41,15 +48,43 @@ class MaskReplayCheckpointing:
 
     def _checkpoint_contexts(self):
         """(forward context, recompute context) for torch.utils.checkpoint: the recompute sees this pass's masks."""
-        captured, enabled = dict(self._current), self._masks_enabled
+        # A copy: a later forward of the same shared_masks() block may update the pass's batch size.
+        captured = dataclasses.replace(self._pass) if self._pass is not None else None
+        enabled = self._masks_enabled
 
         @contextlib.contextmanager
         def replay() -> Iterator[None]:
-            saved = (self._current, self._masks_enabled)
-            self._current, self._masks_enabled = captured, enabled
+            saved = (self._pass, self._masks_enabled, self._entered)
+            self._pass, self._masks_enabled, self._entered = captured, enabled, []
             try:
                 yield
             finally:
-                self._current, self._masks_enabled = saved
+                self._pass, self._masks_enabled, self._entered = saved
 
         return contextlib.nullcontext(), replay()
+
+    def _ensure_mask_replay(self, modules: list[Any]) -> None:
+        """Give every checkpointing module of the wrapped model this model's mask replay (a no-op when it has it).
+
+        Checkpointing enabled on the wrapped model itself (`model.gradient_checkpointing_enable()` after wrapping)
+        would recompute layers in backward with no pass open; its function gets the replay added here."""
+        for module in modules:
+            if getattr(module, "gradient_checkpointing", False) is not True:
+                continue
+            function = getattr(module, "_gradient_checkpointing_func", None)
+            keywords = getattr(function, "keywords", None)
+            context = (keywords or {}).get("context_fn")
+            if getattr(context, "__self__", None) is self:
+                continue
+            if not isinstance(function, functools.partial) or context is not None \
+                    or keywords.get("use_reentrant") is True:
+                raise PruningError(
+                    f"Gradient checkpointing of {type(module).__name__} was enabled on the wrapped model with a "
+                    "checkpoint function that cannot replay each forward pass's masks (reentrant, or with its own "
+                    "context_fn). Enable it through the PrunableModel instead: "
+                    "prunable.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False}).")
+            module._gradient_checkpointing_func = functools.partial(
+                function.func, *function.args,
+                **{**keywords, "use_reentrant": False, "context_fn": self._checkpoint_contexts})
+            logger.info("Gradient checkpointing of %s was enabled on the wrapped model directly; added the mask "
+                        "replay so recomputation sees each pass's masks.", type(module).__name__)

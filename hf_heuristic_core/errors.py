@@ -19,6 +19,10 @@ class ArtifactError(PruningError, ValueError):
     """A saved mask artifact is missing, corrupt, partial, or made for another model."""
 
 
+class MaskPassError(PruningError, RuntimeError):
+    """A masked module ran outside any forward pass while masks are sampled, so no pass says which sample it uses."""
+
+
 class MissingMeansError(PruningError, RuntimeError):
     """Mean ablation was requested but no mean activations were computed."""
 

@@ -3,9 +3,9 @@
 It is an orchestrator. The granularity (`PruningConfig.granularity`, default `unit`: heads and MLP blocks) says which
 kinds of masks the model has and hooks them in; the relaxation (default `hard_concrete`) turns logits into mask values;
 the ablation mode says what replaces a masked value. `PrunableModel` holds the per-kind state (logits, fixed and forced
-masks, means), draws the masks once per forward pass (by a pre-hook on the top-level model, so gradient-checkpoint
-recomputation and modules called twice see the same `z`), and saves and loads it. Nothing in the wrapped model
-changes, and `unwrap()` removes every hook.
+masks, means), draws the masks once per pass (`mask_passes`: a forward, a `generate()` call, whatever module the
+forward enters through; gradient-checkpoint recomputation replays the pass's masks), and saves and loads it. Nothing in
+the wrapped model changes, and `unwrap()` removes every hook.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ from typing import Any, Iterator, Mapping
 import torch
 from torch import nn
 
-from .ablation import alignment
 from .ablation.compute import compute_model_means
 from .ablation.modes import ABLATIONS
 from .architectures.resolve import transformers_model
-from .batching import batch_size_of
 from .checkpointing import MaskReplayCheckpointing
 from .config import PruningConfig
-from .errors import MissingMeansError, PruningError
+from .errors import MaskPassError, MissingMeansError, PruningError
 from .granularity import get_granularity
 from .granularity.base import Granularity, MaskKind
+from .mask_passes import MaskPasses, modules_holding
 from .mask_state import MaskState
 from .relaxations import get_relaxation
 from .relaxations.binarize import check_sparsity
@@ -35,11 +34,16 @@ from .relaxations.binarize import check_sparsity
 logger = logging.getLogger(__name__)
 
 
-class PrunableModel(MaskReplayCheckpointing, nn.Module):
+class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
     """Wraps a loaded model; forwards every kwarg to it and masks its units on the way.
 
     In training mode masks are sampled from the relaxation; in eval mode they are deterministic: the fixed masks if
     `set_masks` was called, otherwise the learned ones (binarized, see `PruningConfig.eval_mask`).
+
+    Masks are drawn once per pass: once per `forward` call, once per `generate()` call (the encoder run and every
+    cached step share the draw), once per direct call of the wrapped model, its body or one of its stacks, and once
+    per `with shared_masks():` block; gradient-checkpoint recomputation replays the masks of the pass it recomputes.
+    See `hf_heuristic_core.mask_passes`.
     """
 
     def __init__(self, model: nn.Module, config: PruningConfig | None = None) -> None:
@@ -67,7 +71,6 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
         self.means_info: dict[str, Any] = {}
         self.generator: torch.Generator | None = None
         self._masks_enabled = True
-        self._current: dict[str, Any] = {"masks": {}, "batch_size": None}
         self._eval_cache: tuple[Any, dict[str, torch.Tensor]] | None = None
         self._saved_requires_grad: dict[str, bool] | None = None
         self._unwrapped = False
@@ -76,11 +79,11 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
             self._saved_requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
             for parameter in model.parameters():
                 parameter.requires_grad_(False)
-        # Masks are drawn on entry to the transformer body, not the outer model: PEFT prefix tuning of an encoder
-        # classifier calls the body directly, and a hook on the outer model would never fire (masks silently off).
-        backbone = alignment.backbone_of(hf_model)
-        self._handles = [backbone.register_forward_pre_hook(self._draw_masks_hook, with_kwargs=True)]
-        self._handles += self.granularity.attach(self)
+        self._handles = self.granularity.attach(self)
+        # Masks are drawn on entry to whatever module a forward starts at (see mask_passes), not on one chosen
+        # module: OPT's causal LM skips its body, generate() runs an encoder alone, PEFT prefix tuning calls the body.
+        self._handles += self._init_passes(model, modules_holding(model, self._handles))
+        self._checkpointable = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")]
         if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
             # Already enabled on the wrapped model: re-enable so recomputation replays each pass's masks.
             self.activation_checkpointing_enable()
@@ -141,12 +144,16 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
         return self
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped model's forward, in one pass: one draw of the masks for the whole call."""
         self._check_usable()
-        return self.model(*args, **kwargs)
+        return self._run_in_pass(self.model, args, kwargs)
 
     def generate(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped model's `generate()` with one draw of the masks for the whole call: the encoder of an
+        encoder-decoder model and every cached decoding step run under the same masks."""
         self._check_usable()
-        return self.model.generate(*args, **kwargs)
+        with self.shared_masks():
+            return self.model.generate(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -162,27 +169,34 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
         if self._unwrapped:
             raise PruningError("This PrunableModel was unwrapped; its hooks are gone. Wrap the model again.")
 
-    def _draw_masks_hook(self, module: nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
-        """Top-level pre-hook: fix this forward pass's masks (and note its batch size) before any layer runs."""
-        if not self._masks_enabled:
-            return None
-        ablation = ABLATIONS[self.pruning_config.ablation]
-        if ablation.needs_means and not self.has_means:
+    def _pass_ablation(self):
+        return ABLATIONS[self.pruning_config.ablation]
+
+    def _draw_pass_masks(self) -> dict[str, torch.Tensor | None]:
+        """The masks of a new pass (see `mask_passes`), after the checks that must hold before any layer runs."""
+        if self._pass_ablation().needs_means and not self.has_means:
             raise MissingMeansError(
                 "Mean ablation needs mean activations, and none were computed. Call "
                 "prunable_model.compute_means(train_data) first (or load an artifact that has them), or choose "
                 "PruningConfig(ablation='zero' | 'resample'), or run the full model under .masks_disabled().")
-        self._current = {"masks": self.current_masks(), "batch_size": batch_size_of(args, kwargs),
-                         "ablation": ablation}
-        return None
+        if self.training and torch.is_grad_enabled():
+            self._ensure_mask_replay(self._checkpointable)
+        return self.current_masks()
 
-    def active_mask(self, kind: str) -> torch.Tensor | None:
-        """This forward pass's mask of `kind` (None: masks disabled, or the kind is not pruned)."""
-        return self._current["masks"].get(kind) if self._masks_enabled else None
-
-    def ablation_reference(self, kind: str, layer: int, x: torch.Tensor) -> torch.Tensor | None:
-        ablation = self._current.get("ablation") or ABLATIONS[self.pruning_config.ablation]
-        return ablation.reference(kind, layer, x, self.mask_state.means, self._current.get("batch_size"))
+    def _unscoped_masks(self) -> dict[str, torch.Tensor | None]:
+        """Masks for a masked module that runs outside every pass: the deterministic ones, or an error where they
+        would be sampled (no pass says which sample the call belongs to)."""
+        sampled = [kind for kind in self.enabled_kinds() if self.mask_state.fixed.get(kind) is None]
+        if self.training and sampled:
+            raise MaskPassError(
+                f"A masked module ran outside any forward pass of the model while its masks are sampled (training "
+                f"mode; kinds {sampled[:3]}), so no pass says which mask sample it belongs to. Call the model (or its "
+                "body or a stack) rather than a single layer, or put the calls inside `with prunable.shared_masks():`"
+                ", or use eval mode / fixed masks (set_masks). In backward, this means gradient checkpointing that "
+                "bypasses the masks' replay: enable it with prunable.gradient_checkpointing_enable().")
+        if self._pass_ablation().needs_means and not self.has_means:
+            raise MissingMeansError("Mean ablation needs mean activations; call compute_means(train_data) first.")
+        return self.current_masks()
 
     def current_masks(self) -> dict[str, torch.Tensor | None]:
         """The masks a forward pass uses now: fixed, sampled (training) or deterministic (eval)."""
@@ -206,8 +220,8 @@ class PrunableModel(MaskReplayCheckpointing, nn.Module):
         return self._eval_cache[1]
 
     def sampled_sparsity(self) -> torch.Tensor | None:
-        """1 - sum(z) / N for the masks of the last forward pass (differentiable when they were sampled)."""
-        current = self._current["masks"]
+        """1 - sum(z) / N for the masks of the latest pass (differentiable when they were sampled)."""
+        current = self._last_masks
         kept = [current[k].sum() for k in self.enabled_kinds() if current.get(k) is not None]
         if len(kept) != len(self.enabled_kinds()):
             return None
