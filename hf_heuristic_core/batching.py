@@ -74,8 +74,10 @@ class PadCollator:
 
 
 def batch_size_of(args: tuple, kwargs: dict[str, Any]) -> int | None:
-    """Batch size of a forward call, from its first batch-first tensor input."""
+    """Batch size of a forward call, from its first batch-first tensor input (a stack called directly may get only
+    hidden states, a decoding step only decoder inputs)."""
     for value in (kwargs.get("input_ids"), kwargs.get("inputs_embeds"), kwargs.get("attention_mask"),
+                  kwargs.get("decoder_input_ids"), kwargs.get("decoder_inputs_embeds"), kwargs.get("hidden_states"),
                   args[0] if args else None):
         if isinstance(value, torch.Tensor) and value.dim() >= 2:
             return int(value.shape[0])

@@ -29,7 +29,7 @@ from torch import nn
 from ..errors import PruningError
 
 __all__ = ["VIRTUAL_TOKEN_MODES", "TokenAligner", "TokenAlignmentError", "VirtualTokens", "backbone_of",
-           "check_virtual_tokens_mode", "virtual_tokens_of"]
+           "check_virtual_tokens_mode", "flatten_choices", "virtual_tokens_of"]
 
 VIRTUAL_TOKEN_MODES = ("exclude", "include")
 
@@ -77,8 +77,8 @@ def virtual_tokens_of(model: nn.Module) -> VirtualTokens | None:
 
 
 def backbone_of(hf_model: nn.Module) -> nn.Module:
-    """The module every forward pass of `hf_model` goes through with its attention_mask: the transformer body
-    (`base_model`). PEFT prefix tuning of an encoder classifier calls the body directly, skipping the outer model."""
+    """The transformer body (`base_model`). Not every forward goes through it (OPT's causal LM calls its decoder
+    directly); `PrunableModel.entry_modules()` lists every module a forward can enter through."""
     backbone = getattr(hf_model, "base_model", None)
     return backbone if isinstance(backbone, nn.Module) else hf_model
 
@@ -91,11 +91,30 @@ def _sequence_length(inputs: Mapping[str, Any], names: tuple[str, ...]) -> int |
     return None
 
 
+def flatten_choices(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Multiple-choice batches (`input_ids` `[batch, choices, length]`) as the model runs them: one row per
+    (example, choice), `[batch * choices, length]` (embeddings: `[batch * choices, length, hidden]`)."""
+    ids = inputs.get("input_ids")
+    embeds = inputs.get("inputs_embeds")
+    if not ((isinstance(ids, torch.Tensor) and ids.dim() == 3)
+            or (isinstance(embeds, torch.Tensor) and embeds.dim() == 4)):
+        return inputs
+    flat = dict(inputs)
+    for name in ("input_ids", "attention_mask", "token_type_ids", "position_ids"):
+        value = inputs.get(name)
+        if isinstance(value, torch.Tensor) and value.dim() == 3:
+            flat[name] = value.reshape(-1, value.shape[-1])
+    if isinstance(embeds, torch.Tensor) and embeds.dim() == 4:
+        flat["inputs_embeds"] = embeds.reshape(-1, *embeds.shape[-2:])
+    return flat
+
+
 class TokenAligner:
     """Per batch, the 0/1 weight of every position of each hooked activation (see the module docstring).
 
-    Call `start_batch(inputs)` before each forward; `capture` is a with-kwargs forward pre-hook for the backbone
-    (`backbone_of`), recording the attention_mask it really receives; `weights(x, stack)` answers for a hook. Weights
+    Call `start_batch(inputs)` before each forward; `capture` is a with-kwargs forward pre-hook for the modules a
+    forward can enter through (`PrunableModel.entry_modules`), recording the attention_mask the first of them really
+    receives; `weights(x, stack)` answers for a hook. Weights
     are built once per batch and activation length, never per position in Python.
     """
 
@@ -106,17 +125,25 @@ class TokenAligner:
         self.pad_token_id = pad_token_id
         self.inputs: Mapping[str, Any] = {}
         self.received: dict[str, torch.Tensor | None] = {}
+        self._captured = False
         self._cache: dict[tuple[str, int], torch.Tensor | None] = {}
 
     # ------------------------------------------------------------------ per batch / per forward
     def start_batch(self, inputs: Mapping[str, Any]) -> None:
-        self.inputs = inputs
+        self.inputs = flatten_choices(inputs)
         self.received = {}
+        self._captured = False
         self._cache = {}
 
     def capture(self, module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+        """Record the masks the model received; registered on several modules (outermost first), the first call
+        of a batch wins: inner modules of an encoder-decoder model receive the decoder's mask as `attention_mask`."""
+        if self._captured:
+            return
+        self._captured = True
+        received = flatten_choices(kwargs)
         for name in ("attention_mask", "decoder_attention_mask"):
-            value = kwargs.get(name)
+            value = received.get(name)
             self.received[name] = value if isinstance(value, torch.Tensor) and value.dim() == 2 else None
         self._cache = {}
 

@@ -43,6 +43,10 @@ def resample_reference(x: torch.Tensor, batch_size: int | None = None) -> torch.
     Batch-first activations are rolled along dim 0; activations flattened to `[batch * seq, hidden]` (OPT's MLP)
     are unflattened with `batch_size` first, so whole examples move, not tokens.
     """
+    if batch_size is None and x.dim() < 3:
+        raise PruningError(f"Resample ablation cannot tell examples apart in activations of shape {tuple(x.shape)}: "
+                           "the forward's batch size is unknown (a module called outside any forward of the model "
+                           "with such activations). Call the model itself, or use ablation='mean' or 'zero'.")
     batch = batch_size if batch_size is not None else x.shape[0]
     if x.dim() < 2 or batch < 2:
         raise PruningError(f"Resample ablation replaces a unit's activation with another example's, so it needs a "

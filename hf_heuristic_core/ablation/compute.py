@@ -31,7 +31,11 @@ def compute_model_means(prunable: Any, data: Any, *, batch_size: int = 32, max_b
     """Means by kind (shaped as each kind's `means_shape`) and how they were taken; see
     `PrunableModel.compute_means` for the arguments."""
     alignment.check_virtual_tokens_mode(virtual_tokens)
-    sites = {kind: [dataclasses.replace(site, stack=prunable.kinds[kind].stack) for site in layer_sites]
+    # Decoder-side activations align with the decoder's tokens only when there is an encoder side: a decoder on
+    # its own (BartForCausalLM) aligns with the batch's attention_mask like any single stack.
+    two_sided = {kind.stack for kind in prunable.kinds.values()} >= {"encoder", "decoder"}
+    sites = {kind: [dataclasses.replace(site, stack=prunable.kinds[kind].stack if two_sided else "")
+                    for site in layer_sites]
              for kind, layer_sites in prunable.granularity.mean_sites().items()}
     if not sites:
         raise PruningError(f"The {prunable.pruning_config.granularity!r} granularity has no mean ablation; use "
@@ -51,10 +55,14 @@ def compute_model_means(prunable: Any, data: Any, *, batch_size: int = 32, max_b
         hf_model = transformers_model(prunable.model)
         aligner = alignment.TokenAligner(alignment.virtual_tokens_of(prunable.model), virtual_tokens,
                                          pad_token_id)
+        # The attention_mask the model itself receives (PEFT prompt tuning lengthens it) is read at the outermost
+        # module the forward enters below the PEFT wrapper: the Transformers model, or its body or a stack where
+        # the forward skips the outer model (PEFT prefix tuning of an encoder, OPT's causal LM).
+        inner = {id(module) for module in hf_model.modules()}
+        receivers = [module for module in prunable.entry_modules() if id(module) in inner]
         with prunable.masks_disabled():
             means, info = collect_means(prunable.model, progress(batches, total, show_progress, "computing means"),
-                                        sites, device, model_input_names(hf_model), aligner,
-                                        alignment.backbone_of(hf_model))
+                                        sites, device, model_input_names(hf_model), aligner, receivers)
     finally:
         prunable.train(was_training)
     shaped = {kind: torch.stack(values).view(prunable.kinds[kind].means_shape) for kind, values in means.items()}

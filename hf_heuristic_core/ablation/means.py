@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,19 +96,21 @@ def update_fingerprint(hasher, batch: Mapping[str, torch.Tensor]) -> None:
 def collect_means(forward: Callable[..., Any], batches: Iterable[Mapping[str, torch.Tensor]],
                   sites: Mapping[str, list[ActivationSite]], device: torch.device,
                   accepted: set[str], aligner: TokenAligner | None = None,
-                  backbone: nn.Module | None = None) -> tuple[dict[str, list[torch.Tensor]], dict[str, Any]]:
+                  backbone: nn.Module | Sequence[nn.Module] | None = None
+                  ) -> tuple[dict[str, list[torch.Tensor]], dict[str, Any]]:
     """Run `forward(**inputs)` over `batches` with a collector on every site; per kind, the mean of each layer's
     site, and the token count and data fingerprint.
 
     `aligner` weights each site's positions (default: a `TokenAligner` for a model without virtual tokens);
-    `backbone` is the module whose received attention_mask it records (see `alignment.backbone_of`)."""
+    `backbone` is the module (or the modules, outermost first) whose received attention_mask it records: the
+    first of them a forward enters gives it (see `PrunableModel.entry_modules`)."""
     aligner = aligner if aligner is not None else TokenAligner()
     collectors = {kind: [ActivationMean(site, functools.partial(aligner.weights, stack=site.stack), device)
                          for site in layer_sites]
                   for kind, layer_sites in sites.items()}
     handles = [collector.attach() for layer_collectors in collectors.values() for collector in layer_collectors]
-    if backbone is not None:
-        handles.append(backbone.register_forward_pre_hook(aligner.capture, with_kwargs=True))
+    receivers = [backbone] if isinstance(backbone, nn.Module) else list(backbone or [])
+    handles += [module.register_forward_pre_hook(aligner.capture, with_kwargs=True) for module in receivers]
     hasher = hashlib.sha256()
     token_count = 0
     try:

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
-from ..ablation.alignment import TokenAlignmentError, VirtualTokens, virtual_tokens_of
+from ..ablation.alignment import TokenAlignmentError, VirtualTokens, flatten_choices, virtual_tokens_of
 from ..architectures.resolve import transformers_model
 from ..errors import PruningError
 
@@ -159,6 +159,11 @@ def _forward_attentions(model: Any, inputs: Mapping[str, torch.Tensor]) -> tuple
     with torch.no_grad(), context:
         outputs = model(**inputs, output_attentions=True)
     attentions = getattr(outputs, "attentions", None)
+    if attentions is None and getattr(outputs, "encoder_attentions", None) is not None:
+        raise AttentionUnavailableError(
+            "This is an encoder-decoder model: it returns encoder, decoder and cross attentions, and attention "
+            "patterns (shares of repeated / previous / next / special tokens) are defined for the heads of one "
+            "stack. Collect them on the encoder on its own (model.get_encoder()) or on a single-stack model.")
     if not attentions or any(a is None for a in attentions):
         raise AttentionUnavailableError(
             "The model returned no attention weights (output_attentions=True gave None). SDPA and flash attention "
@@ -259,6 +264,8 @@ def collect_attention_shares(model: Any, data: Any, *, special_ids: Sequence[int
                         break
                     inputs = {k: v[:remaining] for k, v in inputs.items()}
                 attentions = _forward_attentions(model, inputs)
+                examples += int(inputs["input_ids"].shape[0])
+                inputs = flatten_choices(inputs)   # multiple choice: the model attends per (example, choice) row
                 mask = inputs.get("attention_mask")
                 length = int(inputs["input_ids"].shape[1])
                 aligned = [real_token_attention(a, length, virtual) for a in attentions]
@@ -274,7 +281,6 @@ def collect_attention_shares(model: Any, data: Any, *, special_ids: Sequence[int
                 for c in CATEGORIES:
                     uniform_sums[c] += per_layer[0][f"uniform_{c}"] * count
                 queries += count
-                examples += int(inputs["input_ids"].shape[0])
     finally:
         model.train(was_training)
     if sums is None or queries == 0:

@@ -111,7 +111,7 @@ def resolve_architecture(model: nn.Module, config: Any = None) -> ResolvedArchit
     paths = replace(paths, **{key: value for key, value in {
         "layers": config.layers_path, "attention_output": config.attention_output, "mlp_output": config.mlp_output,
     }.items() if value})
-    named = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    named = [("", paths)] if paths.decoder is None else _present_stacks(base, hf_config, paths)
     stacks = [_resolve_stack(base, hf_config, model_type, name, stack_paths, config) for name, stack_paths in named]
     architecture = ResolvedArchitecture(model_type=model_type, stacks=stacks, detected=detected)
     _check_coverage(base, architecture, config)
@@ -148,6 +148,28 @@ def _resolve_stack(base: nn.Module, hf_config, model_type: str, name: str, paths
         num_heads=num_heads, head_dim=input_width(attention_outputs[0]) // num_heads,
         hidden_size=output_width(mlp_outputs[0]), head_param_count=head_params, mlp_param_count=mlp_params,
         cross_attention_outputs=cross, cross_head_param_count=cross_params)
+
+
+def _present_stacks(base: nn.Module, hf_config, paths: ArchitectureMap) -> list[tuple[str, ArchitectureMap]]:
+    """The stacks of an encoder-decoder map that this model holds: both, or one for the halves Transformers
+    registers on their own (`T5EncoderModel`: the encoder; `BartForCausalLM`: the decoder). A decoder on its own
+    has cross-attention heads only when its config adds cross-attention (otherwise that attention never runs, and
+    masks on it would count units that cannot matter)."""
+    stacks = [("encoder", paths), ("decoder", paths.decoder)]
+    present = [(name, stack) for name, stack in stacks if _has_submodule(base, stack.layers)]
+    if not present or len(present) == len(stacks):
+        return stacks   # both (or neither: resolving the encoder then names what is missing)
+    if present[0][0] == "decoder" and not getattr(hf_config, "add_cross_attention", False):
+        present = [("decoder", replace(paths.decoder, cross_attention_output=None, cross_attention=None))]
+    return present
+
+
+def _has_submodule(base: nn.Module, path: str) -> bool:
+    try:
+        base.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
 
 
 def _text_config(hf_config):

@@ -39,13 +39,17 @@ from ..errors import ExportError, MissingMeansError, UnsupportedArchitectureErro
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "num_kv_heads", "parameter_count", "rebuild_to_layout",
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "forget_hook_marks", "num_kv_heads", "parameter_count", "rebuild_to_layout",
            "slim_info"]
 
 SLIM_KEY = "hf_heuristic_core_slim"
 SLIM_FORMAT = "hf_heuristic_core.slim/1"
 # The mask kinds each granularity's slim export reads (a kind the masks leave out keeps every unit).
 SLIM_KINDS = {"unit": ("heads", "mlps"), "neuron": ("neurons",)}
+# Marks a model keeps once hooks of its own are installed; a copy made without those hooks must not keep them.
+# (Transformers 5 installs its output-capturing hooks, which return hidden_states and attentions, on the first call
+# that asks for them and marks the model; a copy keeping the mark would never install them and return neither.)
+_HOOK_MARKS = ("_output_capturing_hooks_installed",)
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
                "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_hooks",
                "_backward_pre_hooks")
@@ -76,6 +80,13 @@ def _hooks_set_aside(model: nn.Module) -> Iterator[None]:
         for module, dicts in saved:
             for name, value in dicts.items():
                 setattr(module, name, value)
+
+
+def forget_hook_marks(model: nn.Module) -> None:
+    """Drop the marks of hooks a hook-less copy does not have (see `_HOOK_MARKS`), so they are installed again."""
+    for module in model.modules():
+        for mark in _HOOK_MARKS:
+            module.__dict__.pop(mark, None)
 
 
 def _check_masks(masks: Mapping[str, torch.Tensor]) -> None:
@@ -139,6 +150,7 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
                           "wrapper); merge adapters first (peft_model.merge_and_unload()) and wrap that.")
     with _hooks_set_aside(hf_original):
         model = copy.deepcopy(hf_original)
+    forget_hook_marks(model)
     _drop_gguf_marker(model)
     saved_grad = prunable._saved_requires_grad or {}
     for name, parameter in model.named_parameters():

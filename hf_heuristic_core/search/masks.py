@@ -14,11 +14,12 @@ __all__ = ["all_kept", "check_known_masks", "save_level", "validated_known_masks
 
 
 def check_known_masks(masks: Any) -> dict[int, dict[float, dict[str, torch.Tensor]]]:
-    """``{seed: {sparsity: {"heads", "mlps"}}}`` with JSON's string keys accepted; every seed must list the same
-    sparsities (the effective size compares levels across seeds)."""
-    example = '{0: {0.3: {"heads": [[1.0, 0.0, ...], ...], "mlps": [1.0, ...]}}}'
+    """``{seed: {sparsity: {kind: mask}}}`` with JSON's string keys accepted; every seed must list the same
+    sparsities (the effective size compares levels across seeds). Which kinds a model has (and their shapes) is the
+    model's to check: `validated_known_masks`."""
+    example = '{0: {0.3: {"<kind>": [[1.0, 0.0, ...], ...], ...}}} (kinds as prunable.get_masks() names them)'
     if not isinstance(masks, Mapping) or not masks:
-        raise EffectiveSizeError(f"masks must map seed -> sparsity -> {{'heads', 'mlps'}}, e.g. {example}; "
+        raise EffectiveSizeError(f"masks must map seed -> sparsity -> {{kind: mask}}, e.g. {example}; "
                                  f"got {type(masks).__name__}")
     known: dict[int, dict[float, dict[str, torch.Tensor]]] = {}
     for seed, table in masks.items():
@@ -34,10 +35,10 @@ def check_known_masks(masks: Any) -> dict[int, dict[float, dict[str, torch.Tenso
                 value = float(level)
             except (TypeError, ValueError):
                 raise EffectiveSizeError(f"masks[{seed!r}]: sparsity key {level!r} is not a number") from None
-            if not isinstance(unit_masks, Mapping) or set(unit_masks) != {"heads", "mlps"}:
-                found = sorted(unit_masks) if isinstance(unit_masks, Mapping) else type(unit_masks).__name__
-                raise EffectiveSizeError(f"masks[{seed!r}][{level!r}] must have exactly the keys 'heads' and "
-                                         f"'mlps', got {found}")
+            if not isinstance(unit_masks, Mapping) or not unit_masks:
+                found = dict(unit_masks) if isinstance(unit_masks, Mapping) else type(unit_masks).__name__
+                raise EffectiveSizeError(f"masks[{seed!r}][{level!r}] must map each mask kind to its mask, e.g. "
+                                         f"{example}; got {found!r:.80}")
             levels[value] = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in unit_masks.items()}
         known[seed_id] = levels
     first = sorted(next(iter(known.values())))
@@ -54,11 +55,16 @@ def validated_known_masks(prunable: PrunableModel,
     """Each given mask through the model's own check (shape, finiteness and [0, 1] range), with the seed and level
     that failed named in the error."""
     validated: dict[int, dict[float, dict[str, torch.Tensor]]] = {}
+    kinds = prunable.enabled_kinds()
     for seed, levels in known.items():
         validated[seed] = {}
         for level, unit_masks in levels.items():
             try:
                 validated[seed][level] = prunable.validate_masks(unit_masks)
+                missing = [kind for kind in kinds if kind not in validated[seed][level]]
+                if missing:
+                    raise MaskShapeError(f"No mask for the pruned kind(s) {missing[:4]}; this model's pruned kinds "
+                                         f"are {kinds[:6]}.")
             except MaskShapeError as err:
                 raise EffectiveSizeError(f"masks[{seed}][{level:g}] cannot be used on this model: {err} Masks from "
                                          "another architecture, or with values outside [0, 1], do not apply.") from err
@@ -66,7 +72,8 @@ def validated_known_masks(prunable: PrunableModel,
 
 
 def all_kept(prunable: PrunableModel) -> dict[str, torch.Tensor]:
-    return {"heads": torch.ones(prunable.num_layers, prunable.num_heads), "mlps": torch.ones(prunable.num_layers)}
+    """Masks that keep every unit, in every kind the model has (heads and MLP blocks, neurons, weights, ...)."""
+    return {kind: torch.ones(shape) for kind, shape in prunable.mask_shapes().items()}
 
 
 def save_level(prunable: PrunableModel, masks: Mapping[str, torch.Tensor], folder: str) -> None:

@@ -100,7 +100,8 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     the same effective sizes as evaluating everything, and the result records which (level, set) pairs ran
     (``evaluated``). Every level's masks are still learned and returned.
 
-    `masks` (``{seed: {sparsity: {"heads": [[...]], "mlps": [...]}}}``, e.g. a results entry's ``masks``) re-scores
+    `masks` (``{seed: {sparsity: {kind: mask}}}`` with the kinds `get_masks()` returns, e.g. ``"heads"`` and
+    ``"mlps"`` for unit masks; a results entry's ``masks``) re-scores
     subnetworks found earlier instead of pruning: their seeds and sparsities replace `seeds` and `sparsities`, the
     cost is 0 pruning steps, and only the evaluation (with this call's `eval_sets`, `groups` and `margin`) runs.
     """

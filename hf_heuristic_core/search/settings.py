@@ -32,7 +32,7 @@ def check_sparsities(sparsities: Iterable[float]) -> list[float]:
                 or not 0.0 <= float(value) < 1.0:
             hint = " (pass fractions, e.g. 0.5 for 50%)" if isinstance(value, numbers.Real) and value >= 1 else ""
             raise EffectiveSizeError(f"sparsity {value!r} is outside [0, 1){hint}; every level is the fraction of "
-                                     "heads and MLP blocks pruned.")
+                                     "the masked units pruned (heads and MLP blocks, neurons or weights).")
         values.append(float(value))
     if not values:
         raise EffectiveSizeError("sparsities is empty; pass at least one level, e.g. [0.1, 0.2, ..., 0.7].")

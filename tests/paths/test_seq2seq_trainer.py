@@ -1,0 +1,62 @@
+"""`Seq2SeqTrainer(predict_with_generate=True)` on a wrapped encoder-decoder model: its generate() runs the encoder
+on its own, and every head (encoder, decoder, cross) and MLP block is masked in it, checked by hooks registered
+after wrapping on the sites the architecture map names."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import transformers
+
+from auto_classes import Row, build, inputs_for, sites
+from hf_heuristic_core import PrunableModel, PruningConfig
+from tiny_models import one_torch_thread  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ROWS = {"bart": Row("bart", "BartForConditionalGeneration", frozenset({"seq2seq_lm"})),
+        "t5": Row("t5", "T5ForConditionalGeneration", frozenset({"seq2seq_lm"}))}
+
+
+def _predict(model, row, tmp_path):
+    inputs = inputs_for(build(row), row, batch=4, padded=False)
+    data = [{"input_ids": inputs["input_ids"][i], "attention_mask": inputs["attention_mask"][i],
+             "labels": inputs["decoder_input_ids"][i]} for i in range(4)]
+    args = transformers.Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path), per_device_eval_batch_size=2, predict_with_generate=True,
+        generation_max_length=4, generation_num_beams=1, report_to="none", use_cpu=True, disable_tqdm=True,
+        remove_unused_columns=False)   # (PrunableModel.forward takes **kwargs: the Trainer cannot read its columns)
+    trainer = transformers.Seq2SeqTrainer(model=model, args=args)
+    return trainer.predict(data)
+
+
+@pytest.mark.parametrize("model_type", sorted(ROWS))
+def test_predict_with_generate_masks_every_stack(model_type, tmp_path):
+    row = ROWS[model_type]
+    model = build(row)
+    reference = copy.deepcopy(model)
+    prunable = PrunableModel(model, PruningConfig(ablation="zero")).eval()
+    prunable.set_masks({kind: torch.zeros(shape) for kind, shape in prunable.mask_shapes().items()})
+    seen: dict[tuple, list[float]] = {}
+    for stack, found in sites(model).items():
+        for role, modules in found.items():
+            for layer, module in enumerate(modules):
+                key = (stack, role, layer)
+                if role == "mlp":
+                    module.register_forward_hook(lambda m, a, out, key=key: seen.setdefault(key, []).append(
+                        float(out.abs().max())))
+                else:
+                    module.register_forward_pre_hook(lambda m, a, key=key: seen.setdefault(key, []).append(
+                        float(a[0].abs().max())))
+    masked = _predict(prunable, row, tmp_path)
+    expected = {(s, r, i) for s, found in sites(model).items() for r, mods in found.items() for i in range(len(mods))}
+    assert expected <= set(seen)
+    assert all(value == 0 for values in seen.values() for value in values), \
+        {key: max(values) for key, values in seen.items() if max(values)}
+    prunable.set_masks({kind: torch.ones(shape) for kind, shape in prunable.mask_shapes().items()})
+    kept = _predict(prunable, row, tmp_path)
+    full = _predict(reference, row, tmp_path)
+    assert (kept.predictions == full.predictions).all()
+    assert masked.predictions.shape[0] == full.predictions.shape[0] == 4
