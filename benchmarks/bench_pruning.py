@@ -7,12 +7,17 @@
 (c) peak memory (RSS, measured in fresh subprocesses) of the same-model teacher vs two model copies.
 
     python benchmarks/bench_pruning.py [--models minilm,bert-base] [--batch 8] [--seq 128] [--repeats 10]
+
+`--baseline DIR` (with `--only a`) also times the masked step of another copy of the package (`DIR` holds its
+`hf_heuristic_core/` folder, e.g. `git archive main hf_heuristic_core | tar -x -C DIR`), interleaved with this one's
+in the same process: before/after ratios of a change to the hook path that share every bit of machine noise.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import json
 import os
 import statistics
@@ -87,6 +92,51 @@ def hook_overhead(name: str, batch: int, seq: int, repeats: int) -> dict[str, fl
         masked_times.append(timed(masked_step, repeats))
     t_plain, t_masked = min(plain_times), min(masked_times)
     return {"plain_fwd_bwd_s": t_plain, "masked_step_s": t_masked, "ratio": t_masked / t_plain}
+
+
+def load_baseline(folder: str):
+    """Another copy of the package, imported as `hhc_baseline` (its imports are relative)."""
+    init = os.path.join(folder, "hf_heuristic_core", "__init__.py")
+    spec = importlib.util.spec_from_file_location("hhc_baseline", init,
+                                                  submodule_search_locations=[os.path.dirname(init)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hhc_baseline"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def hook_overhead_against(name: str, batch: int, seq: int, repeats: int, baseline) -> dict[str, float]:
+    """(a) for this package and a baseline copy, interleaved: plain, baseline-masked and masked steps."""
+    model = load(name)
+    inputs = batch_for(model, batch, seq)
+    plain = copy.deepcopy(model).eval().requires_grad_(False)
+    embeddings = plain.get_input_embeddings()
+
+    def plain_step():
+        embeds = embeddings(inputs["input_ids"]).detach().requires_grad_(True)
+        plain(inputs_embeds=embeds, attention_mask=inputs["attention_mask"]).logits.sum().backward()
+
+    def masked(prunable):
+        def step():
+            prunable.zero_grad(set_to_none=True)
+            prunable(**inputs).logits.sum().backward()
+        return step
+
+    ours = wrapped(copy.deepcopy(model), inputs)
+    theirs = baseline.PrunableModel(copy.deepcopy(model), baseline.PruningConfig(init_mean=3.0))
+    theirs.compute_means(inputs, show_progress=False)
+    theirs.train_dropout = False
+    theirs.train()
+    steps = {"plain": plain_step, "baseline": masked(theirs), "current": masked(ours)}
+    times: dict[str, list[float]] = {key: [] for key in steps}
+    for _ in range(3):
+        for key, step in steps.items():
+            times[key].append(timed(step, repeats))
+    best = {key: min(values) for key, values in times.items()}
+    return {"plain_fwd_bwd_s": best["plain"], "baseline_masked_step_s": best["baseline"],
+            "masked_step_s": best["current"], "ratio": best["current"] / best["plain"],
+            "baseline_ratio": best["baseline"] / best["plain"],
+            "current_over_baseline": best["current"] / best["baseline"]}
 
 
 def teacher_cost(name: str, batch: int, seq: int, repeats: int) -> dict[str, float]:
@@ -170,6 +220,7 @@ def main() -> None:
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="Memory benchmark with gradient checkpointing in both setups.")
     parser.add_argument("--only", default="abc", help="Which benchmarks to run, e.g. 'c'.")
+    parser.add_argument("--baseline", help="Folder holding another hf_heuristic_core/ to time against (with a).")
     parser.add_argument("--child", choices=["same_model", "two_copies"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -179,7 +230,10 @@ def main() -> None:
     report = {"torch_threads": torch.get_num_threads(), "batch": args.batch, "seq": args.seq}
     for name in args.models.split(","):
         report[name] = {}
-        if "a" in args.only:
+        if "a" in args.only and args.baseline:
+            report[name]["a_hook_overhead"] = hook_overhead_against(name, args.batch, args.seq, args.repeats,
+                                                                    load_baseline(args.baseline))
+        elif "a" in args.only:
             report[name]["a_hook_overhead"] = hook_overhead(name, args.batch, args.seq, args.repeats)
         if "b" in args.only:
             report[name]["b_cached_vs_two_models"] = teacher_cost(name, args.batch, args.seq, args.repeats)

@@ -388,8 +388,11 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         self.means_info = dict(info or {})
 
     def get_means(self) -> dict[str, torch.Tensor]:
-        """The installed mean activations by kind."""
-        return {kind: tensor for kind, tensor in self.mask_state.means.items() if tensor is not None}
+        """The installed mean activations by kind, the mirror of `set_means`: `{"heads": [L, H, head_dim],
+        "mlps": [L, hidden]}` for unit masks (`{"neurons": [L, intermediate]}`, the per-stack kinds of an
+        encoder-decoder model, ...), fp32 copies on the masks' device; kinds without means are left out, so
+        `set_means(get_means())` changes nothing."""
+        return {kind: tensor.detach().clone() for kind, tensor in self.mask_state.means.items() if tensor is not None}
 
     # ------------------------------------------------------------------ lifecycle and state
     def unwrap(self) -> nn.Module:

@@ -683,6 +683,32 @@ def test_compute_means_accepts_dataloader_and_datasets(tmp_path):
     assert other["data_fingerprint"] != info["data_fingerprint"]
 
 
+@pytest.mark.parametrize("granularity", ["unit", "neuron"])
+def test_get_means_mirrors_set_means_by_kind(granularity):
+    pm = PrunableModel(tiny_model("bert"), PruningConfig(granularity=granularity, ablation="mean"))
+    assert pm.get_means() == {}
+    generator = torch.Generator().manual_seed(0)
+    shapes = {kind: pm.kinds[kind].means_shape for kind in pm.kinds}
+    means = {kind: torch.randn(shape, generator=generator, dtype=torch.float64) for kind, shape in shapes.items()}
+    first = next(iter(means))
+    pm.set_means({first: means[first]})
+    assert list(pm.get_means()) == [first]   # kinds without means are left out
+    pm.set_means(means)
+    got = pm.get_means()
+    assert set(got) == set(shapes)
+    for kind, value in means.items():
+        assert got[kind].dtype == torch.float32 and tuple(got[kind].shape) == shapes[kind]
+        assert torch.equal(got[kind], value.float())
+    got[first].add_(1.0)   # a copy: editing it leaves the model's means alone
+    assert torch.equal(pm.get_means()[first], means[first].float())
+    pm.set_means(pm.get_means())
+    assert all(torch.equal(pm.get_means()[k], means[k].float()) for k in means)
+    if granularity == "unit":   # the two-tensor form of set_means reads back by kind
+        pm.set_means(means["heads"] * 2, means["mlps"] * 3)
+        assert torch.equal(pm.get_means()["heads"], (means["heads"] * 2).float())
+        assert torch.equal(pm.get_means()["mlps"], (means["mlps"] * 3).float())
+
+
 def test_means_saved_with_token_count_fingerprint_and_base_model(tmp_path):
     model = tiny_model("bert")
     model.save_pretrained(tmp_path / "base")

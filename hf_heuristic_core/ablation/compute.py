@@ -17,7 +17,7 @@ from ..architectures.resolve import transformers_model
 from ..batching import iterate_batches, model_input_names, progress
 from ..errors import PruningError
 from . import alignment
-from .means import after_output_dropout, collect_means
+from .means import collect_means
 
 logger = logging.getLogger(__name__)
 
@@ -34,14 +34,15 @@ def compute_model_means(prunable: Any, data: Any, *, batch_size: int = 32, max_b
     # Decoder-side activations align with the decoder's tokens only when there is an encoder side: a decoder on
     # its own (BartForCausalLM) aligns with the batch's attention_mask like any single stack.
     two_sided = {kind.stack for kind in prunable.kinds.values()} >= {"encoder", "decoder"}
+    # With keep_dropout the granularity moves its MLP means after the MLP's own output dropout (the paper's code).
+    granularity_sites = prunable.granularity.mean_sites(keep_dropout=True) if keep_dropout \
+        else prunable.granularity.mean_sites()
     sites = {kind: [dataclasses.replace(site, stack=prunable.kinds[kind].stack if two_sided else "")
                     for site in layer_sites]
-             for kind, layer_sites in prunable.granularity.mean_sites().items()}
+             for kind, layer_sites in granularity_sites.items()}
     if not sites:
         raise PruningError(f"The {prunable.pruning_config.granularity!r} granularity has no mean ablation; use "
                            "PruningConfig(ablation='zero').")
-    if keep_dropout:
-        sites = _sites_after_dropout(prunable, sites)
     device = torch.device(device) if device is not None else next(prunable.model.parameters()).device
     pad_token_id = getattr(prunable.config, "pad_token_id", None) or 0
     batches, total = iterate_batches(data, batch_size, pad_token_id, collate_fn)
@@ -71,16 +72,3 @@ def compute_model_means(prunable: Any, data: Any, *, batch_size: int = 32, max_b
         info["virtual_tokens"] = {"method": aligner.virtual.method, "count": aligner.virtual.count,
                                   "counted": virtual_tokens == "include" and aligner.virtual.in_activations}
     return shaped, info
-
-
-def _sites_after_dropout(prunable: Any, sites: dict[str, list]) -> dict[str, list]:
-    architecture = prunable.granularity.architecture
-    stacks = {stack.name: stack for stack in getattr(architecture, "stacks", [])}
-    mlp_kinds = {name: stacks[kind.stack] for name, kind in prunable.kinds.items()
-                 if kind.role == "mlps" and name in sites and kind.stack in stacks}
-    moved, kept = after_output_dropout(sites, mlp_kinds, overridden=bool(prunable.pruning_config.mlp_output))
-    if kept:
-        logger.info("keep_dropout: the MLP means of %s are taken at the MLP output projection (no dropout module "
-                    "of the MLP's own in this architecture, or mlp_output overridden).", kept)
-    return moved
-

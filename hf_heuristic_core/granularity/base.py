@@ -104,8 +104,9 @@ class Granularity(ABC):
     def attach(self, source: MaskSource) -> list[RemovableHandle]:
         """Register the hooks that apply `source`'s masks; they are removed by `PrunableModel.unwrap()`."""
 
-    def mean_sites(self) -> dict[str, list[ActivationSite]]:
-        """Per kind, one site per layer whose mean activation mean ablation needs (default: none)."""
+    def mean_sites(self, keep_dropout: bool = False) -> dict[str, list[ActivationSite]]:
+        """Per kind, one site per layer whose mean activation mean ablation needs (default: none). With
+        `keep_dropout`, sites whose value passes a dropout of their own before it matters may move after it."""
         return {}
 
     def describe(self) -> dict[str, Any]:

@@ -50,7 +50,8 @@ class NeuronGranularity(Granularity):
     def kinds(self) -> dict[str, MaskKind]:
         return {name: kind for name, (kind, _) in self._plan.items()}
 
-    def mean_sites(self) -> dict[str, list[ActivationSite]]:
+    def mean_sites(self, keep_dropout: bool = False) -> dict[str, list[ActivationSite]]:
+        """The MLP output projection's input (a dropout after the projection does not act on neurons)."""
         return {name: [ActivationSite(module, "input") for module in modules]
                 for name, (_, modules) in self._plan.items()}
 

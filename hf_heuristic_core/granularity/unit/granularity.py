@@ -9,14 +9,18 @@ A single-stack model has the kinds `heads` `[L, H]` and `mlps` `[L]`; an encoder
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
 from ...ablation.apply import mask_block, mask_heads
+from ...ablation.means import after_output_dropout
 from ...architectures.resolve import ResolvedStack, resolve_architecture
 from ..base import ActivationSite, Granularity, MaskKind, MaskSource
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["UnitGranularity"]
 
@@ -64,9 +68,19 @@ class UnitGranularity(Granularity):
     def enabled(self, kind: MaskKind) -> bool:
         return bool(self.config.prune_heads if kind.role == "heads" else self.config.prune_mlps)
 
-    def mean_sites(self) -> dict[str, list[ActivationSite]]:
-        return {name: [ActivationSite(module, where) for module in modules]
-                for name, (_, _, modules, where) in self._plan.items()}
+    def mean_sites(self, keep_dropout: bool = False) -> dict[str, list[ActivationSite]]:
+        """Heads: the attention output projection's input; MLP blocks: its output, or with `keep_dropout` the output
+        of the MLP's own dropout after it (as the paper's code takes them), where the architecture has one."""
+        sites = {name: [ActivationSite(module, where) for module in modules]
+                 for name, (_, _, modules, where) in self._plan.items()}
+        if not keep_dropout:
+            return sites
+        blocks = {name: stack for name, (kind, stack, _, _) in self._plan.items() if kind.role == "mlps"}
+        moved, kept = after_output_dropout(sites, blocks, overridden=bool(getattr(self.config, "mlp_output", None)))
+        if kept:
+            logger.info("keep_dropout: the MLP means of %s are taken at the MLP output projection (no dropout "
+                        "module of the MLP's own in this architecture, or mlp_output overridden).", kept)
+        return moved
 
     def attach(self, source: MaskSource) -> list[RemovableHandle]:
         handles = []
