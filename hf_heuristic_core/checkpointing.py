@@ -48,8 +48,9 @@ class MaskReplayCheckpointing:
 
     def _checkpoint_contexts(self):
         """(forward context, recompute context) for torch.utils.checkpoint: the recompute sees this pass's masks."""
-        # A copy: a later forward of the same shared_masks() block may update the pass's batch size.
-        captured = dataclasses.replace(self._pass) if self._pass is not None else None
+        # A copy (a later forward of the same shared_masks() block may update the pass's batch size) that no
+        # entry module's exit closes during the recomputation.
+        captured = dataclasses.replace(self._pass, owner="replay") if self._pass is not None else None
         enabled = self._masks_enabled
 
         @contextlib.contextmanager

@@ -52,7 +52,9 @@ class MaskPass:
     masks: dict[str, torch.Tensor | None] | None
     ablation: Any
     batch_size: int | None
-    owner: str   # "call" (forward, generate, shared_masks), "entry" (a direct call of an entry module), "unscoped"
+    # "call" (forward, generate, shared_masks), "entry" (a direct call of an entry module), "replay" (recomputation),
+    # "unscoped" (a masked module outside every pass)
+    owner: str
 
 
 def modules_holding(root: nn.Module, handles: Iterable[Any]) -> list[nn.Module]:
