@@ -83,3 +83,24 @@ def test_known_masks_of_any_kind_pass_the_format_check_and_the_model_checks_kind
 def test_malformed_known_masks_are_refused_with_the_expected_shape(bad, message):
     with pytest.raises(EffectiveSizeError, match=message):
         check_known_masks(bad)
+
+
+def test_effective_size_callback_runs_with_neuron_masks(tmp_path, data):
+    """The callback hands its pruning config to the search: neuron masks work there too (they crashed)."""
+    import json
+
+    import transformers
+
+    from hf_heuristic_core.batching import PadCollator
+    from hf_heuristic_core.search.callback import EffectiveSizeCallback
+
+    callback = EffectiveSizeCallback({"a": data["a"]}, data["train"], strategy="grid", sparsities=[0.0, 0.5],
+                                     steps_per_run=2, pruning_config=CONFIGS["neuron"], pruning_overrides=FAST,
+                                     means_examples=16, figure=False)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8,
+                                          save_strategy="steps", save_steps=2, report_to="none", use_cpu=True,
+                                          disable_tqdm=True, save_only_model=True)
+    transformers.Trainer(model=tiny_bert(), args=args, train_dataset=data["train"], data_collator=PadCollator(0),
+                         callbacks=[callback]).train()
+    (entry,) = json.loads((tmp_path / "effective_size.json").read_text())["checkpoints"]
+    assert entry["status"] == "done" and set(entry["effective_size"]) == {"all"}
