@@ -220,13 +220,14 @@ def main() -> None:
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="Memory benchmark with gradient checkpointing in both setups.")
     parser.add_argument("--only", default="abc", help="Which benchmarks to run, e.g. 'c'.")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's).")
     parser.add_argument("--baseline", help="Folder holding another hf_heuristic_core/ to time against (with a).")
     parser.add_argument("--child", choices=["same_model", "two_copies"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         peak_memory_child(args.models, args.batch, args.seq, args.child, args.gradient_checkpointing)
         return
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads or max(1, torch.get_num_threads()))
     report = {"torch_threads": torch.get_num_threads(), "batch": args.batch, "seq": args.seq}
     for name in args.models.split(","):
         report[name] = {}

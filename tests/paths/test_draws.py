@@ -261,3 +261,24 @@ def test_masks_disabled_passes_through_and_enabling_inside_a_pass_draws():
             masked = prunable(**batch).logits
     assert not torch.allclose(masked, logits_of(reference, batch))
     torch.testing.assert_close(masked, logits_of(prunable, batch), rtol=0, atol=0)
+
+
+def test_a_masked_weight_read_outside_any_pass_follows_the_same_rule():
+    model = tiny_model("llama", task="causal_lm")
+    module = mlp_output(model, "llama", 0)
+    original = module.weight.detach().clone()
+    prunable = PrunableModel(model, PruningConfig(granularity="weight", target_modules=["mlp.down_proj"],
+                                                  init_mean=0.0, init_std=1.0))
+    kind = next(iter(prunable.mask_shapes()))
+    mask = (torch.arange(original.numel()).view(original.shape) % 2).float()
+    prunable.eval()
+    prunable.set_masks({kind: mask})
+    assert torch.equal(module.weight, original * mask)   # eval: the deterministic (here fixed) mask
+    prunable.clear_masks()
+    prunable.train()
+    with pytest.raises(MaskPassError, match="masks are sampled"):
+        module.weight
+    with prunable.shared_masks():
+        sampled = module.weight
+        assert torch.equal(module.weight, sampled)   # one draw for the block
+    assert not torch.equal(sampled, original)

@@ -9,7 +9,8 @@ import torch
 from hf_heuristic_core import EffectiveSizeError, PrunableModel, PruningConfig
 from hf_heuristic_core.search import search_effective_size
 from hf_heuristic_core.search.masks import all_kept, check_known_masks, validated_known_masks
-from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier as tiny_bert  # noqa: F401
+from tiny_models import one_torch_thread  # noqa: F401  (fixture)
+from tiny_models import second_token_labels as token_data, tiny_bert_classifier as tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
