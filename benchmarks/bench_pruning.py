@@ -52,13 +52,17 @@ def batch_for(model: torch.nn.Module, batch: int, seq: int) -> dict[str, torch.T
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
+CLOCK = {"wall": time.perf_counter, "process": time.process_time}
+clock = CLOCK["wall"]
+
+
 def timed(fn, repeats: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -221,6 +225,9 @@ def main() -> None:
                         help="Memory benchmark with gradient checkpointing in both setups.")
     parser.add_argument("--only", default="abc", help="Which benchmarks to run, e.g. 'c'.")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's).")
+    parser.add_argument("--clock", choices=sorted(CLOCK), default="wall",
+                        help="wall time, or this process's CPU time (steadier on a machine other jobs load; with "
+                             "--threads 1, since idle threads may spin).")
     parser.add_argument("--baseline", help="Folder holding another hf_heuristic_core/ to time against (with a).")
     parser.add_argument("--child", choices=["same_model", "two_copies"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -228,7 +235,9 @@ def main() -> None:
         peak_memory_child(args.models, args.batch, args.seq, args.child, args.gradient_checkpointing)
         return
     torch.set_num_threads(args.threads or max(1, torch.get_num_threads()))
-    report = {"torch_threads": torch.get_num_threads(), "batch": args.batch, "seq": args.seq}
+    global clock
+    clock = CLOCK[args.clock]
+    report = {"torch_threads": torch.get_num_threads(), "batch": args.batch, "seq": args.seq, "clock": args.clock}
     for name in args.models.split(","):
         report[name] = {}
         if "a" in args.only and args.baseline:

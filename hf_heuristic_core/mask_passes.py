@@ -209,8 +209,14 @@ class MaskPasses:
         """This pass's mask of `kind` (None: masks disabled, or the kind is not pruned)."""
         if not self._masks_enabled:
             return None
-        return self._active_pass().masks.get(kind)
+        current = self._pass
+        if current is None or current.masks is None:
+            current = self._active_pass()
+        return current.masks.get(kind)
 
     def ablation_reference(self, kind: str, layer: int, x: torch.Tensor) -> torch.Tensor | None:
-        current = self._active_pass()
+        """What replaces a masked value of `kind` in `layer` in this pass (None: zero)."""
+        current = self._pass
+        if current is None or current.masks is None:
+            current = self._active_pass()
         return current.ablation.reference(kind, layer, x, self.mask_state.means, current.batch_size)
