@@ -175,6 +175,7 @@ class MaskPasses:
             return function(*args, **kwargs)
         # A call of the wrapper is outermost by construction: anything still recorded is left from an interrupt.
         self._entered.clear()
+        self._pass = None
         self._pass = self._new_pass("call", batch_size_of(args, kwargs))
         try:
             return function(*args, **kwargs)
@@ -190,6 +191,7 @@ class MaskPasses:
             yield self
             return
         self._entered.clear()
+        self._pass = None
         self._pass = self._new_pass("call", None)
         try:
             yield self
