@@ -287,3 +287,23 @@ def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") ->
     except OSError as err:
         raise _not_writable(folder, err) from err
     return folder
+
+
+class FolderLock:
+    """Only the lock of a claim: one writer at a time in a folder whose files another command owns (e.g.
+    `effective-size` writing its results into a fine-tuning run's folder, which checks its own settings)."""
+
+    def __init__(self, output_dir: str | os.PathLike, kind: str, flag: str = "--output_dir") -> None:
+        folder = check_writable(output_dir, flag)
+        self._lock: Path | None = _acquire(folder, kind)
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.unlink(missing_ok=True)
+            self._lock = None
+
+    def __enter__(self) -> "FolderLock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()

@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ExportScriptArguments", "export_command", "run_export"]
+__all__ = ["DESCRIPTION", "ExportScriptArguments", "export_command", "run_export"]
+
+DESCRIPTION = ("Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller plain Transformers model "
+               "(pruned units removed, their means folded into biases).")
 
 
 @dataclass
@@ -89,9 +92,7 @@ def _export(script: ExportScriptArguments) -> dict:
 
 def export_command(argv: Sequence[str]) -> int:
     from transformers import HfArgumentParser
-    parser = HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export",
-                              description="Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller "
-                                            "plain Transformers model.")
+    parser = HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export", description=DESCRIPTION)
     (script,) = parser.parse_args_into_dataclasses(args=list(argv))
     summary = run_export(script)
     for reason in summary.get("unfinished_masks") or []:

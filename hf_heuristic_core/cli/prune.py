@@ -138,6 +138,24 @@ REFUSED_FLAGS = {
     "eval_strategy": "prune evaluates once, at the end, on --eval_split (KL and agreement); drop the flag",
     "do_eval": "prune evaluates once, at the end, on --eval_split (KL and agreement); drop the flag",
     "do_predict": "prune does not predict; drop the flag",
+    "do_train": "the Trainer never reads it (a switch for training scripts); prune always trains; drop the flag",
+    "label_smoothing_factor": "the loss is the KL to the full model (or --objective task's own loss), which the "
+                              "Trainer's label smoother never sees; drop the flag",
+    "neftune_noise_alpha": "it adds noise to the student's embeddings, so the masks would be learned against a "
+                           "perturbed model; drop the flag",
+    "average_tokens_across_devices": "prune always averages the per-token KL over the real tokens of every device; "
+                                     "drop the flag",
+    "load_best_model_at_end": "prune judges its masks once, at the end (no evaluation during the run to pick from); "
+                              "drop the flag",
+    "metric_for_best_model": "prune judges its masks once, at the end (no evaluation during the run); drop the flag",
+    "greater_is_better": "prune judges its masks once, at the end (no evaluation during the run); drop the flag",
+    **dict.fromkeys(("eval_steps", "eval_delay", "eval_on_start", "eval_do_concat_batches", "eval_use_gather_object",
+                     "eval_accumulation_steps", "include_for_metrics", "batch_eval_metrics", "prediction_loss_only",
+                     "bf16_full_eval", "fp16_full_eval"),
+                    "prune runs no evaluation loop (it evaluates once, at the end, on --eval_split or "
+                    "--eval_fraction); drop the flag"),
+    "debug": "--debug is the command line's switch for tracebacks; TrainingArguments' debug modes are not available "
+             "from prune",
 }
 
 
@@ -149,6 +167,7 @@ def given_flags(argv: Sequence[str]) -> list[str]:
 
 def refuse_ignored_flags(argv: Sequence[str]) -> None:
     for name in given_flags(argv):
+        name = name[3:] if name.startswith("no_") and name[3:] in REFUSED_FLAGS else name
         if name in REFUSED_FLAGS:
             raise UsageError(f"--{name} is not used by prune: {REFUSED_FLAGS[name]}.")
 
@@ -156,13 +175,29 @@ def refuse_ignored_flags(argv: Sequence[str]) -> None:
 def prune_help(everything: bool = False) -> str:
     """`prune --help`: pruning flags first, then the training-loop flags that apply; no torch import."""
     if everything:
-        return full_parser().format_help()
+        return prune_help_all()
     epilog = ("Dashes and underscores both work (--target-sparsity). Booleans take true/false; those on by default "
-              "also take --no_FLAG.\nRefused (the mask optimizer ignores them): "
-              + ", ".join(f"--{name}" for name in REFUSED_FLAGS) + ".")
+              "also take --no_FLAG.\nRefused (the mask optimizer ignores them, or they would change nothing in a "
+              "pruning run; --help-all says why): " + ", ".join(f"--{name}" for name in REFUSED_FLAGS) + ".")
     return render_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, None),
                                            (MASK_GROUP, PruningFields, None),
                                            (TRAINING_GROUP, TrainingLoopFlags, None)], epilog=epilog)
+
+
+def prune_help_all() -> str:
+    """`prune --help-all`: every flag `prune` accepts, the `TrainingArguments` ones read from transformers' source
+    (not imported: that costs torch, seconds), each refused one marked with its reason."""
+    import dataclasses
+
+    from .help import render_source_help, source_fields
+    own = {f.name for f in dataclasses.fields(PruningFields)}
+    training = [f for f in source_fields("transformers", "training_args.py", "TrainingArguments") if f.name not in own]
+    notes = {name: f"REFUSED by prune: {reason}." for name, reason in REFUSED_FLAGS.items()}
+    epilog = ("Dashes and underscores both work. Booleans take true/false; those on by default also take --no_FLAG. "
+              "Flags marked REFUSED change nothing in a pruning run and are refused with the reason shown.")
+    return render_source_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, None),
+                                                  (MASK_GROUP, PruningFields, None),
+                                                  ("every TrainingArguments flag", training, notes)], epilog=epilog)
 
 
 def full_parser():
