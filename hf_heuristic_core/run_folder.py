@@ -156,9 +156,13 @@ class OutputClaim:
     `finish(**info)` marks the run finished in its record (a folder whose run never finished is an unfinished input
     for export and analyses)."""
 
-    def __init__(self, folder: Path, kind: str, settings: dict[str, Any], lock: Path) -> None:
+    def __init__(self, folder: Path, kind: str, settings: dict[str, Any], lock: Path, created: bool = False) -> None:
         self.folder, self.kind, self.settings, self._lock = folder, kind, settings, lock
         self.record: dict[str, Any] = {}
+        self.created = created   # the folder was new or empty: a run that fails before writing leaves nothing
+        self.finished = False
+        self.previous = read_record(folder)
+        self.snapshot = _snapshot(folder)
 
     def write_record(self, finished: bool, **info: Any) -> None:
         previous = read_record(self.folder) or {}
@@ -172,11 +176,25 @@ class OutputClaim:
 
     def finish(self, **info: Any) -> None:
         self.write_record(True, **info)
+        self.finished = True
 
     def release(self) -> None:
+        """Drop the lock; a run that failed before writing anything into a new folder also drops its record (and the
+        folder), so the folder is not left claimed by a run that never produced anything."""
         if self._lock is not None:
             self._lock.unlink(missing_ok=True)
             self._lock = None
+        if self.finished or not self.folder.is_dir():
+            return
+        if self.created and _visible(self.folder) == [RECORD_NAME]:
+            (self.folder / RECORD_NAME).unlink(missing_ok=True)
+            try:
+                self.folder.rmdir()
+            except OSError:
+                pass   # hidden files of someone else's: the folder stays
+        elif self.previous is not None and _snapshot(self.folder) == self.snapshot:
+            # the run wrote nothing (e.g. it refused its resume checkpoint): the folder is still the previous run's
+            atomic_write_text(self.folder / RECORD_NAME, json.dumps(self.previous, indent=2) + "\n")
 
     def __enter__(self) -> "OutputClaim":
         return self
@@ -205,6 +223,14 @@ def _check_inputs(folder: Path, inputs: Iterable[tuple[str, Any]]) -> None:
                     "replace or mix with it. Choose another output folder.")
 
 
+def _snapshot(folder: Path) -> dict[str, int]:
+    """Modification times of the folder's visible entries but the record: whether a run wrote anything."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if not p.name.startswith(".")
+            and p.name != RECORD_NAME}
+
+
 def _visible(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
 
@@ -225,12 +251,13 @@ def claim_output_dir(output_dir: str | os.PathLike, kind: str, settings: Mapping
     _check_inputs(folder, inputs)
     if folder.exists() and not folder.is_dir():
         raise OutputFolderError(f"{flag} {output_dir} is a file, not a folder; choose a folder.")
+    created = not folder.exists() or set(_visible(folder)) <= {RECORD_NAME}
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise _not_writable(folder, err) from err
     lock = _acquire(folder, kind)
-    claim = OutputClaim(folder, kind, dict(settings), lock)
+    claim = OutputClaim(folder, kind, dict(settings), lock, created)
     try:
         problem = _ownership_problem(folder, kind, dict(settings), legacy_settings, own_files)
         if problem and not overwrite:
@@ -251,6 +278,8 @@ def _ownership_problem(folder: Path, kind: str, settings: dict[str, Any],
                        own_files: Callable[[Path], bool] | None) -> str | None:
     """Why this run may not write into `folder` without being asked (None: it may)."""
     record = read_record(folder)
+    if record is not None and not record.get("finished") and set(_visible(folder)) <= {RECORD_NAME}:
+        record = None   # a run that failed before writing anything: nothing here to lose
     if record is not None:
         if record.get("kind") != kind:
             return f"holds the output of another command ({record.get('kind')!r}, not {kind!r})"

@@ -126,10 +126,11 @@ def checkpoint_of_this_run(output_dir: str | os.PathLike, resume: Any, fingerpri
     differences and the fix."""
     fresh = "run without resume_from_checkpoint (--resume_from_checkpoint) to start this run from step 0"
     if resume is True or str(resume) in LAST:
+        shown = "'last'"
         folders = sorted((p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and _step(p) >= 0),
                          key=_step, reverse=True)
         if not folders:
-            raise PruningError(f"resume_from_checkpoint={resume!r}: no checkpoint-* folder under {output_dir}; {fresh}, "
+            raise PruningError(f"resume_from_checkpoint={shown}: no checkpoint-* folder under {output_dir}; {fresh}, "
                                "or pass a checkpoint folder.")
         reasons = {}
         for folder in folders:
