@@ -287,7 +287,7 @@ def _ownership_problem(folder: Path, kind: str, settings: dict[str, Any],
         if differences:
             return "holds another run's output (settings differ: " + "; ".join(differences) + ")"
         return None
-    files = _visible(folder)
+    files = [name for name in _visible(folder) if name != RECORD_NAME]
     if not files:
         return None
     if legacy_settings is not None:

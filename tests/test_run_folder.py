@@ -72,7 +72,11 @@ def test_another_runs_folder_is_refused_naming_the_difference_unless_overwrite(t
     with claim_output_dir(out, "prune", {"seed": 1, "target_sparsity": 0.5}):   # the same run: resumes
         pass
     with claim_output_dir(out, "prune", {"seed": 2, "target_sparsity": 0.5}, overwrite=True):
-        pass
+        pass   # wrote nothing and did not finish: the folder is still the first run's
+    assert read_record(out)["settings"]["seed"] == 1 and read_record(out)["finished"] is True
+    with claim_output_dir(out, "prune", {"seed": 2, "target_sparsity": 0.5}, overwrite=True) as claim:
+        (out / "checkpoint-2").mkdir()
+        claim.finish()
     assert (out / "masks.safetensors").read_text() == "first run"   # overwrite deletes nothing
     assert read_record(out)["settings"]["seed"] == 2
 
@@ -121,3 +125,15 @@ def test_a_run_that_fails_before_writing_leaves_no_claim(tmp_path):
         (out / "config.json").write_text("{}")
         claim.finish()
     assert read_record(out)["settings"] == {"masks": "b"} and (out / RECORD_NAME).is_file()
+
+
+def test_a_killed_run_that_wrote_nothing_leaves_a_free_folder(tmp_path):
+    """SIGKILL skips every cleanup: the lock and an unfinished record stay; the next run of any settings takes the
+    folder (nothing there to lose) and the stale lock."""
+    out = tmp_path / "out"
+    code = ("import os; from hf_heuristic_core.run_folder import claim_output_dir; "
+            f"claim_output_dir({str(out)!r}, 'prune', {{'seed': 1}}); os._exit(0)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert (out / LOCK_NAME).exists() and read_record(out)["finished"] is False
+    with claim_output_dir(out, "prune", {"seed": 2}):
+        pass

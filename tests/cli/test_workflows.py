@@ -37,7 +37,8 @@ def _prune(tiny: Path, output: Path, *extra: str) -> list[str]:
     return ["prune", "--model", str(tiny / "model"), "--dataset", str(tiny / "train.jsonl"), "--target_sparsity",
             "0.5", "--output_dir", str(output), "--max_steps", "8", "--per_device_train_batch_size", "8",
             "--means_examples", "32", "--max_length", "32", "--use_cpu", "--disable_tqdm", "true",
-            "--logging_strategy", "no", "--save_strategy", "steps", "--save_steps", "4", "--seed", "7", *extra]
+            "--logging_strategy", "no", "--save_strategy", "steps", "--save_steps", "4", "--seed", "7",
+            "--convergence_subnetworks", "2", "--convergence_batches", "1", *extra]
 
 
 def _error(capsys) -> str:
