@@ -243,3 +243,61 @@ def test_analyze_refuses_an_unfinished_runs_folder(tmp_path, capsys):
     assert main(["analyze", str(runs), "--no_ablation", "--no_attention", "--allow_unfinished"]) == 0
     assert "planned run sp50-seed1 has no result" in capsys.readouterr().out
     assert "Unfinished runs folder" in (runs / "report" / "report.md").read_text()
+
+
+def test_study_refuses_a_folder_of_another_study_before_any_work(tmp_path, capsys, monkeypatch):
+    import hf_heuristic_core.study.run as study_run
+    from dataclasses import asdict
+    monkeypatch.setattr(study_run, "_run_study", lambda args: (_ for _ in ()).throw(AssertionError("ran")))
+    out = tmp_path / "study"
+    out.mkdir()
+    old = asdict(study_run.StudyArguments(output_dir=str(out), prune_steps=100))   # written by an older release
+    (out / "study_args.json").write_text(json.dumps(old))
+    assert main(["study", "--output_dir", str(out)]) == 2
+    assert "holds another run's output (settings differ: prune_steps: 100 -> 200)" in _error(capsys)
+    seen = []
+    monkeypatch.setattr(study_run, "_run_study", lambda args: seen.append(args) or {})
+    study_run.run_study(study_run.StudyArguments(output_dir=str(out), prune_steps=100, seeds="0,1,2,3,4"))
+    assert len(seen) == 1   # the same study with more seeds resumes
+
+
+WRITERS = {   # command -> (argv with OUT for the output folder, the kind it records)
+    "prune": (["prune", "--model", "{model}", "--dataset", "{data}", "--output_dir", "OUT"], "prune"),
+    "export": (["export", "--model", "{model}", "--masks", "{masks}", "--output_dir", "OUT"], "export"),
+    "subtasks": (["subtasks", "--masks", "{masks}", "{masks}", "--names", "a", "b", "--output_dir", "OUT"],
+                 "subtasks"),
+    "analyze": (["analyze", "{masks}", "--output_dir", "OUT"], "analyze"),
+    "study": (["study", "--output_dir", "OUT"], "study"),
+    "induce": (["induce", "--arithmetic", "--output_dir", "OUT"], "induce"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_every_writer_refuses_a_foreign_or_locked_folder_before_any_work(command, tiny, finished, tmp_path,
+                                                                           capsys):
+    import os
+    import socket
+    argv, kind = WRITERS[command]
+    fill = {"{model}": str(tiny / "model"), "{data}": str(tiny / "train.jsonl"), "{masks}": str(finished)}
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    command_line = [fill.get(a, str(out) if a == "OUT" else a) for a in argv]
+    assert main(command_line) == 2
+    assert f"is not empty and no run of {kind!r} recorded its files (notes.txt)" in _error(capsys)
+    (out / "notes.txt").unlink()
+    (out / ".hf_heuristic_core.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                             "kind": "prune", "since": "now"}))
+    assert main(command_line) == 2
+    assert "is being written by another run" in _error(capsys)
+
+
+def test_effective_size_takes_the_lock_of_the_run_it_writes_into(tmp_path, capsys):
+    import os
+    import socket
+    run = tmp_path / "finetune"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / ".hf_heuristic_core.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                             "kind": "effective-size", "since": "now"}))
+    assert main(["effective-size", str(run), "--id_eval", "generated"]) == 2
+    assert "is being written by another run" in _error(capsys)
