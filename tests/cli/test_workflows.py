@@ -301,3 +301,21 @@ def test_effective_size_takes_the_lock_of_the_run_it_writes_into(tmp_path, capsy
                                                              "kind": "effective-size", "since": "now"}))
     assert main(["effective-size", str(run), "--id_eval", "generated"]) == 2
     assert "is being written by another run" in _error(capsys)
+
+
+def test_non_binary_or_never_fixed_masks_are_unfinished(tmp_path):
+    from hf_heuristic_core import PrunableModel, PruningConfig
+    from hf_heuristic_core.artifacts import check_finished, unfinished_reasons
+    from hf_heuristic_core.errors import ArtifactError
+    from tiny_models import tiny_model
+    prunable = PrunableModel(tiny_model("bert", num_layers=2), PruningConfig(ablation="zero"))
+    prunable.save_pretrained(tmp_path / "learned")   # logits only, never fixed: a state saved during training
+    assert "its masks were never fixed" in unfinished_reasons(tmp_path / "learned")[0]
+    prunable.set_masks(heads=torch.tensor([[1., 0.5, 1, 0], [0, 1, 0, 1]]))
+    prunable.save_pretrained(tmp_path / "soft")
+    with pytest.raises(ArtifactError, match=r"its heads mask is not binary \(1 entries strictly between 0 and 1\)"):
+        check_finished(tmp_path / "soft")
+    assert check_finished(tmp_path / "soft", allow_unfinished=True)
+    prunable.set_masks(heads=torch.tensor([[1., 0, 1, 0], [0, 1, 0, 1]]))
+    prunable.save_pretrained(tmp_path / "fixed")
+    assert check_finished(tmp_path / "fixed") == []
