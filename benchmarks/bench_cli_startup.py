@@ -1,11 +1,12 @@
 """Start-up time of `import hf_heuristic_core` and of every `hf-heuristic-core ... --help`, each in a fresh process.
 
 The goal (issue 14: under 2 s; issue 24: under 0.5 s) is met when no help imports torch, transformers or datasets:
-the package and the CLI import them only when a command runs, help is drawn from the flag dataclasses, and
-`prune --help-all` reads `TrainingArguments` from transformers' source instead of importing it. The script also says which heavy
-modules each command loaded, so a regression names its cause.
+the package and the CLI import them only when a command runs, help is drawn from the flag dataclasses, and `prune
+--help-all` reads `TrainingArguments` from transformers' source instead of importing it. The script also says which
+heavy modules each command loaded, so a regression names its cause.
 
     python benchmarks/bench_cli_startup.py [--repeats 5] [--json results.json]
+
 """
 
 from __future__ import annotations

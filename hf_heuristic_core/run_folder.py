@@ -34,8 +34,8 @@ from .io_utils import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOCK_NAME", "RECORD_NAME", "OutputClaim", "OutputFolderError", "check_writable", "claim_output_dir",
-           "read_record", "settings_differences"]
+__all__ = ["LOCK_NAME", "RECORD_NAME", "FolderLock", "OutputClaim", "OutputFolderError", "check_writable",
+           "claim_output_dir", "local_paths", "read_record", "settings_differences"]
 
 RECORD_NAME = "hf_heuristic_core_run.json"
 LOCK_NAME = ".hf_heuristic_core.lock"
@@ -65,6 +65,18 @@ def read_record(folder: str | os.PathLike) -> dict[str, Any] | None:
 
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
+
+
+def local_paths(value: Any) -> Any:
+    """A setting naming local files or folders (comma-separated allowed) with each existing one made absolute, so the
+    same run typed from another working directory has the same settings; Hub ids and other values are kept."""
+    if not isinstance(value, str) or not value:
+        return value
+    parts = [part.strip() for part in value.split(",")]
+    paths = [Path(part).expanduser() for part in parts]
+    if not all(path.exists() for path in paths):
+        return value
+    return ",".join(str(path.resolve()) for path in paths)
 
 
 def settings_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -42,8 +42,10 @@ def run_export(script: ExportScriptArguments) -> dict:
     transformers loads the folder, and where."""
     from dataclasses import asdict
 
-    from ..run_folder import claim_output_dir
-    settings = {k: v for k, v in asdict(script).items() if k not in ("overwrite_output_dir", "push_to_hub")}
+    from ..run_folder import claim_output_dir, local_paths
+    settings = {k: v for k, v in asdict(script).items()
+                if k not in ("overwrite_output_dir", "push_to_hub", "output_dir", "allow_unfinished")}
+    settings.update(model=local_paths(script.model), masks=local_paths(script.masks))
     with claim_output_dir(script.output_dir, "export", settings, overwrite=script.overwrite_output_dir,
                           inputs=[("--masks", script.masks), ("--model", script.model)],
                           own_files=_is_previous_export) as claim:

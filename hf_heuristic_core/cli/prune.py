@@ -20,7 +20,6 @@ from ..training.fields import PruningFields
 from .checks import (
     check_model_source,
     check_rows,
-    load_dataset_checked,
     resolve_text_columns,
 )
 from .help import render_help, wants_help
@@ -276,8 +275,7 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
         raise UsageError("prune needs --output_dir DIR (where the mask artifact goes).")
     claim = claim_output_dir(args.output_dir, "prune", prune_settings(script, args),
                              overwrite=script.overwrite_output_dir,
-                             inputs=[("--model", script.model), ("--dataset", script.dataset),
-                                     ("--resume_from_checkpoint", None)])
+                             inputs=[("--model", script.model), ("--dataset", script.dataset)])
     with claim:
         summary = _prune(script, args)
         claim.finish(summary=summary)
@@ -290,7 +288,9 @@ def prune_settings(script: PruneScriptArguments, args) -> dict[str, Any]:
     from dataclasses import asdict
 
     from ..training.fingerprint import SETTING_FIELDS
+    from ..run_folder import local_paths
     settings = {k: v for k, v in asdict(script).items() if k != "overwrite_output_dir"}
+    settings.update(model=local_paths(script.model), dataset=local_paths(script.dataset))
     settings.update({name: getattr(args, name, None) for name in SETTING_FIELDS})
     return settings
 
@@ -397,7 +397,8 @@ def resume_checkpoint(args) -> str | bool | None:
         return True
     if not os.path.isfile(os.path.join(wanted, "trainer_state.json")):
         raise PruningError(f"--resume_from_checkpoint {wanted}: not a finished Trainer checkpoint (no "
-                           "trainer_state.json); pass a checkpoint-* folder written by --save_strategy steps, or 'last'.")
+                           "trainer_state.json); pass a checkpoint-* folder written by --save_strategy steps, or "
+                           "'last'.")
     return wanted
 
 

@@ -41,17 +41,16 @@ class SubtasksArguments:
 
 def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
     """Claim the output folder, then compare the masks (see the module docstring)."""
-    from dataclasses import asdict
-
     from ..errors import ArtifactError
-    from ..run_folder import claim_output_dir
+    from ..run_folder import claim_output_dir, local_paths
 
     if len(args.masks) < 2:
         raise ArtifactError(f"subtasks compares masks: pass at least two artifacts to --masks, got {args.masks}.")
     names = list(args.names) if args.names else [Path(m).name for m in args.masks]
     if len(names) != len(args.masks) or len(set(names)) != len(names):
         raise ArtifactError(f"--names must give one distinct name per mask ({len(args.masks)}), got {names}.")
-    settings = {k: v for k, v in asdict(args).items() if k not in ("overwrite_output_dir", "output_dir")}
+    settings = {"masks": [local_paths(m) for m in args.masks], "names": names,
+                "reference": local_paths(args.reference)}
     inputs = [("--masks", m) for m in args.masks] + [("--reference", args.reference)]
     with claim_output_dir(args.output_dir, "subtasks", settings, overwrite=args.overwrite_output_dir,
                           inputs=inputs) as claim:

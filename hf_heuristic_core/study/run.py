@@ -79,7 +79,8 @@ class StudyArguments:
     device: str = field(default="auto", metadata={"help": "auto (cuda when present), cuda or cpu."})
     seed: int = field(default=0, metadata={"help": "Seed of data generation and fine-tuning."})
     config: str | None = field(default=None, metadata={
-        "help": "YAML/JSON file with any of these fields (e.g. examples/paper_bert_mnli.yaml); flags given with it win."})
+        "help": "YAML/JSON file with any of these fields (e.g. examples/paper_bert_mnli.yaml); flags given with it "
+                "win."})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Write into an --output_dir that holds another study (other settings) or other files (nothing is "
                 "deleted). A study with the same settings resumes without it; --seeds and --sparsities may grow."})

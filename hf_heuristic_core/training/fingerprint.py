@@ -2,11 +2,12 @@
 
 `PruningTrainer.train` writes the fingerprint into the config every checkpoint saves (`extra["run_fingerprint"]`):
 the settings that decide the masks (seed, target, recipe and optimizer settings, schedule length), the model (base
-model, mask settings, a hash of the mean activations) and the data (row count and a hash of a sample of its token
-ids). Resuming compares it with the checkpoint's: `resume_from_checkpoint=True` (`--resume_from_checkpoint last`)
-takes the newest checkpoint *of this run*, and an explicit checkpoint of another run is refused, naming the settings
-that differ. Before this, `last` took whatever checkpoint was newest in the folder, e.g. an older run's with another
-seed and target, and finished that run under the new run's name.
+model, mask settings) and the data (row count and a hash of a sample of its token ids). The mean activations are
+left out: they follow from the model and the data, and recomputed on a GPU they need not be bit-identical, which
+would refuse a resume for nothing. Resuming compares it with the checkpoint's: `resume_from_checkpoint=True`
+(`--resume_from_checkpoint last`) takes the newest checkpoint *of this run*, and an explicit checkpoint of another
+run is refused, naming the settings that differ. Before this, `last` took whatever checkpoint was newest in the
+folder, e.g. an older run's with another seed and target, and finished that run under the new run's name.
 """
 
 from __future__ import annotations
@@ -44,17 +45,6 @@ def _base_model(name: str | None) -> str | None:
     return name
 
 
-def _means_hash(prunable: Any) -> str | None:
-    if not getattr(prunable, "has_means", False):
-        return None
-    digest = hashlib.sha256()
-    for kind, tensor in sorted(prunable.get_means().items()):
-        if tensor is not None:
-            digest.update(kind.encode())
-            digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]
-
-
 def _data_fingerprint(dataset: Any) -> dict[str, Any]:
     """Row count and a hash of the token ids of up to `SAMPLE_ROWS` rows spread over the data (cheap, deterministic)."""
     if dataset is None or not hasattr(dataset, "__len__"):
@@ -76,8 +66,7 @@ def run_fingerprint(args: Any, prunable: Any, dataset: Any) -> dict[str, Any]:
     return {
         "settings": {name: getattr(args, name, None) for name in SETTING_FIELDS},
         "model": {"base_model": _base_model(config.base_model_name_or_path), "revision": config.base_model_revision,
-                  "class": config.base_model_class, "model_type": config.model_type, "masks": mask_settings,
-                  "means_sha256": _means_hash(prunable)},
+                  "class": config.base_model_class, "model_type": config.model_type, "masks": mask_settings},
         "data": _data_fingerprint(dataset),
     }
 
@@ -143,8 +132,9 @@ def checkpoint_of_this_run(output_dir: str | os.PathLike, resume: Any, fingerpri
                            f"{'; '.join(reasons[newest])}. Resume with the settings that run used, or {fresh}.")
     checkpoint = Path(str(resume))
     if not (checkpoint / "trainer_state.json").is_file():
-        raise PruningError(f"resume_from_checkpoint={resume}: not a finished Trainer checkpoint (no trainer_state.json); "
-                           "pass a checkpoint-* folder written with save_strategy='steps', or 'last'.")
+        raise PruningError(f"resume_from_checkpoint={resume}: not a finished Trainer checkpoint (no "
+                           "trainer_state.json); pass a checkpoint-* folder written with save_strategy='steps', or "
+                           "'last'.")
     reasons = _check(checkpoint, fingerprint)
     if reasons:
         raise PruningError(f"resume_from_checkpoint={resume} is a checkpoint of another run: {'; '.join(reasons)}. "

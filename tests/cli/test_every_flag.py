@@ -75,7 +75,8 @@ VALUES = {
     "sparsity_control": ("penalty", "penalty"), "final_threshold": ("0.4", 0.4),
     "teacher_cache_dtype": ("bfloat16", "bfloat16"), "eval_fraction": ("0.2", 0.2),
     "lr_scheduler_type": ("constant", "constant"), "save_strategy": ("epoch", "epoch"),
-    "logging_strategy": ("epoch", "epoch"), "hub_strategy": ("end", "end"), "report_to": ("tensorboard", ["tensorboard"]),
+    "logging_strategy": ("epoch", "epoch"), "hub_strategy": ("end", "end"),
+    "report_to": ("tensorboard", ["tensorboard"]),
     "log_level": ("info", "info"), "log_level_replica": ("info", "info"), "debug": ("underflow_overflow", None),
     "optim": ("sgd", None), "fsdp": ("full_shard", None), "train_sampling_strategy": ("sequential", "sequential"),
 "torch_compile_backend": ("eager", "eager"), "torch_compile_mode": ("default", "default"),
@@ -89,7 +90,8 @@ VALUES = {
     "liger_kernel_config": ('{"a": 1}', None), "activation_checkpointing_kwargs": ('{"a": 1}', None),
     "gradient_checkpointing_kwargs": ('{"a": 1}', None), "parallelism_config": ("x", None),
     "dataloader_prefetch_factor": ("2", 2), "dataloader_multiprocessing_context": ("spawn", "spawn"),
-    "logging_steps": ("250", 250), "save_steps": ("250", 250), "modulus": ("5", 5), "num_tokens": ("30", 30), "warmup_steps": ("7", 7), "label_names": ("x", ["x"]),
+    "logging_steps": ("250", 250), "save_steps": ("250", 250), "modulus": ("5", 5), "num_tokens": ("30", 30),
+    "warmup_steps": ("7", 7), "label_names": ("x", ["x"]),
     "mask_target_modules": ("wte", "wte"), "config": (None, None), "tf32": ("true", True),
 }
 # Flags whose value cannot be parsed here, and why (they are still checked for being read).

@@ -152,7 +152,8 @@ def test_labels_the_task_loss_cannot_use_are_named():
     from hf_heuristic_core.errors import UsageError
     config = BertConfig(num_labels=2)
     with pytest.raises(UsageError, match=r"values outside the model's classes 0..1: \[-1\].*unlabelled"):
-        check_labels(datasets.Dataset.from_dict({"text": ["a", "b"], "label": [0, -1]}), config, "sequence_classification")
+        check_labels(datasets.Dataset.from_dict({"text": ["a", "b"], "label": [0, -1]}), config,
+                     "sequence_classification")
     with pytest.raises(UsageError, match=r"holds strings \(\['contradiction', 'entailment'\]\).*does not name"):
         check_labels(datasets.Dataset.from_dict({"label": ["entailment", "contradiction"]}), config,
                      "sequence_classification")
