@@ -79,10 +79,21 @@ def local_paths(value: Any) -> Any:
     return ",".join(str(path.resolve()) for path in paths)
 
 
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as `a.b.c` keys, so that settings are compared entry by entry."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: value}
+
+
 def settings_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """`key: old -> new` for every setting both runs recorded with different values (a key only one side knows was
-    added or dropped by another release and is not compared)."""
-    old, new = _jsonable(dict(old)), _jsonable(dict(new))
+    """`key: old -> new` for every setting both runs recorded with different values, nested settings entry by entry
+    (`pruning_config.init_mean: 10.0 -> 3.0`). A key only one side knows was added or dropped by another release (a
+    new field of `PruningConfig`, say) and is not compared."""
+    old, new = _flat(_jsonable(dict(old))), _flat(_jsonable(dict(new)))
     return [f"{key}: {old[key]!r} -> {new[key]!r}" for key in sorted(set(old) & set(new)) if old[key] != new[key]]
 
 

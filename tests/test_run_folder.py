@@ -137,3 +137,11 @@ def test_a_killed_run_that_wrote_nothing_leaves_a_free_folder(tmp_path):
     assert (out / LOCK_NAME).exists() and read_record(out)["finished"] is False
     with claim_output_dir(out, "prune", {"seed": 2}):
         pass
+
+
+def test_nested_settings_are_compared_entry_by_entry_and_new_fields_are_not_differences():
+    from hf_heuristic_core.run_folder import settings_differences
+    old = {"model": "m", "pruning_config": {"init_mean": 10.0, "ablation": "mean"}}
+    new = {"model": "m", "pruning_config": {"init_mean": 3.0, "ablation": "mean", "added_by_a_later_release": 1}}
+    assert settings_differences(old, new) == ["pruning_config.init_mean: 10.0 -> 3.0"]
+    assert settings_differences(old, old) == []

@@ -71,19 +71,10 @@ def run_fingerprint(args: Any, prunable: Any, dataset: Any) -> dict[str, Any]:
     }
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            out.update(_flat(item, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: value}
-
-
 def fingerprint_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """`key: old -> new` for every fingerprint entry that differs (entries one side lacks are not compared)."""
     from ..run_folder import settings_differences
-    return settings_differences(_flat(old), _flat(new))
+    return settings_differences(old, new)
 
 
 def checkpoint_fingerprint(checkpoint: str | os.PathLike) -> dict[str, Any] | None:

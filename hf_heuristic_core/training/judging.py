@@ -19,6 +19,7 @@ import torch
 from ..batching import LABEL_KEYS
 from .convergence import (
     CONVERGED,
+    INCONCLUSIVE,
     check_convergence,
     init_rank_correlation,
     random_masks_like,
@@ -82,8 +83,11 @@ class SubnetworkJudging:
             self.convergence = self.judge(masks)
             report["convergence"] = self.convergence.to_dict()
             prunable.pruning_config.extra["convergence"] = report["convergence"]
-            if self.convergence.status != CONVERGED:
-                logger.warning("The pruning run's convergence check: %s. %s", verdict_line(report["convergence"]),
+            if self.convergence.status == INCONCLUSIVE:
+                logger.warning("The pruning run's convergence check is inconclusive: %s. %s",
+                               verdict_line(report["convergence"]), self.convergence.advice)
+            elif self.convergence.status != CONVERGED:
+                logger.warning("The pruning run did not converge: %s. %s", verdict_line(report["convergence"]),
                                self.convergence.advice)
         if self.args.should_save:
             prunable.save_pretrained(self.args.output_dir)
