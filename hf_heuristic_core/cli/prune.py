@@ -287,8 +287,8 @@ def prune_settings(script: PruneScriptArguments, args) -> dict[str, Any]:
     settings of the run fingerprint (`training.fingerprint`)."""
     from dataclasses import asdict
 
-    from ..training.fingerprint import SETTING_FIELDS
     from ..run_folder import local_paths
+    from ..training.fingerprint import SETTING_FIELDS
     settings = {k: v for k, v in asdict(script).items() if k != "overwrite_output_dir"}
     settings.update(model=local_paths(script.model), dataset=local_paths(script.dataset))
     settings.update({name: getattr(args, name, None) for name in SETTING_FIELDS})

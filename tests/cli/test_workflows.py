@@ -320,3 +320,13 @@ def test_non_binary_or_never_fixed_masks_are_unfinished(tmp_path):
     prunable.set_masks(heads=torch.tensor([[1., 0, 1, 0], [0, 1, 0, 1]]))
     prunable.save_pretrained(tmp_path / "fixed")
     assert check_finished(tmp_path / "fixed") == []
+
+
+def test_penalty_mode_prints_the_sparsity_it_reached_not_a_target(tiny, tmp_path, capsys):
+    assert main(_prune(tiny, tmp_path / "p", "--sparsity_control", "penalty", "--penalty_weight", "0.001",
+                       "--save_strategy", "no")) == 0
+    out = capsys.readouterr().out
+    assert "sparsity reached" in out and "penalty has no target" in out and "(target 0.5000" not in out
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["target_sparsity"] is None and summary["sparsity_control"] == "penalty"
+    assert summary["convergence"]["status"] in ("converged", "not_converged", "inconclusive")
