@@ -74,6 +74,7 @@ def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float
     """
     if base_model is not None:
         set_base_model_hub_id(model.pruning_config, base_model)
+    absolute_base_model(model.pruning_config)
     directory = Path(save_directory)
     directory.mkdir(parents=True, exist_ok=True)
     masks = model.get_masks(binary=True, sparsity=sparsity)
@@ -113,14 +114,12 @@ def _shape_text(config: PruningConfig) -> str:
 
 
 def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
+    """The card's verdict row: converged, NOT converged or inconclusive (older artifacts stored an inconclusive check
+    as `converged: true`; `verdict_status` reads them right)."""
     if not convergence:
         return []
-    ratio = convergence.get("kl_ratio")
-    ratio_text = f", {ratio:.3g}x" if ratio is not None else ""
-    word = "yes" if convergence["converged"] else "NO"
-    return [f"| converged | {word}: {convergence['verdict']} (KL {convergence['kl']:.4g} against a median of "
-            f"{convergence['random_kl_median']:.4g} for {convergence['subnetworks']} random subnetworks of the same "
-            f"size{ratio_text}) |"]
+    from .training.convergence import verdict_line
+    return [f"| convergence check | {verdict_line(convergence)} |"]
 
 
 HUB_ID_KEY = "base_model_hub_id"
@@ -138,6 +137,14 @@ def set_base_model_hub_id(config: PruningConfig, hub_id: str) -> None:
         raise ArtifactError(f"base_model={hub_id!r} is not a Hub id; pass the id the base model has on the Hub, "
                             "e.g. base_model='sentence-transformers/all-MiniLM-L6-v2'.")
     config.extra[HUB_ID_KEY] = hub_id
+
+
+def absolute_base_model(config: PruningConfig) -> None:
+    """Record a base model loaded from a local folder by its absolute path, so the artifact finds it from any working
+    directory (a relative path only resolves from where the model was loaded). Hub ids are kept as they are."""
+    name = config.base_model_name_or_path
+    if name and not os.path.isabs(os.path.expanduser(str(name))) and Path(str(name)).expanduser().is_dir():
+        config.base_model_name_or_path = str(Path(str(name)).expanduser().resolve())
 
 
 def base_model_source(config: PruningConfig) -> str | None:
@@ -359,12 +366,37 @@ def push_artifact_to_hub(model: Any, repo_id: str, private: bool | None = None, 
 def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, **hf_kwargs: Any):
     """Load a Transformers model with the class its config names (e.g. `BertForSequenceClassification`)."""
     import transformers
+    if _looks_like_local_path(str(name_or_path)) and not Path(str(name_or_path)).expanduser().exists():
+        raise ArtifactError(f"No model folder at {name_or_path} (from {Path.cwd()}); a relative path only resolves "
+                            "from where it was typed. Pass the base model explicitly (its folder or Hub id), e.g. "
+                            "PrunableModel.from_pretrained(MODEL, masks=ARTIFACT_DIR) or export --model MODEL.")
+    gguf = bool(hf_kwargs.get("gguf_file"))
+    if gguf and "dtype" not in hf_kwargs and "torch_dtype" not in hf_kwargs:
+        import torch
+        hf_kwargs = {**hf_kwargs, "dtype": torch.float32}   # masks are learned against float weights
     if model_class is None:
-        config = transformers.AutoConfig.from_pretrained(name_or_path, **_config_kwargs(hf_kwargs))
+        config = hf_kwargs.get("config") or transformers.AutoConfig.from_pretrained(name_or_path,
+                                                                                   **_config_kwargs(hf_kwargs))
         names = getattr(config, "architectures", None) or []
         model_class = next((getattr(transformers, n) for n in names if hasattr(transformers, n)),
                            transformers.AutoModel)
-    return model_class.from_pretrained(name_or_path, **hf_kwargs)
+    model = model_class.from_pretrained(name_or_path, **hf_kwargs)
+    if gguf:
+        plain_gguf_model(model)
+    return model
+
+
+def plain_gguf_model(model: Any) -> Any:
+    """A model read from a GGUF file holds dequantized float tensors but keeps the GGUF quantizer, which makes the
+    Trainer refuse it ("cannot perform fine-tuning on purely quantized models") and blocks `save_pretrained`. Drop
+    that marker (transformers' own `remove_quantization_config`), so the model is the plain float model it is."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return model
+    method = getattr(quantizer.quantization_config, "quant_method", None)
+    if str(getattr(method, "value", method)) == "gguf":
+        quantizer.remove_quantization_config(model)
+    return model
 
 
 def _config_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -375,3 +407,56 @@ def _config_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
 def hub_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of a model load that also locate an artifact on the Hub."""
     return {k: hf_kwargs[k] for k in ("revision", "token", "cache_dir") if k in hf_kwargs}
+
+
+# ----------------------------------------------------------------------------------------------- finished artifacts
+ALLOW_UNFINISHED_FLAG = "--allow_unfinished"
+
+
+def unfinished_reasons(directory: str | os.PathLike, artifact: MaskArtifact | None = None) -> list[str]:
+    """Why the artifact in `directory` is not a finished run's masks (empty when it is): a mid-run `checkpoint-N`
+    (its masks are the logits binarized at the sparsity reached so far, not at the target), a run whose record says
+    it did not finish, masks that were never fixed, or masks that are not binary."""
+    folder = Path(directory)
+    reasons: list[str] = []
+    state = folder / "trainer_state.json"
+    if state.is_file() or (folder / "pruning_state.pt").is_file():
+        try:
+            info = json.loads(state.read_text())
+            where = f" (step {info.get('global_step')} of {info.get('max_steps')})"
+        except (OSError, ValueError):
+            where = ""
+        reasons.append(f"it is a mid-run training checkpoint{where}: its masks are the logits binarized at the "
+                       "sparsity reached so far, not the finished run's masks at its target")
+    from .run_folder import read_record
+    record = read_record(folder)
+    if record is not None and record.get("kind") == "prune" and not record.get("finished"):
+        reasons.append("the prune run that writes this folder has not finished (its run record says so)")
+    if artifact is None and (folder / CONFIG_NAME).is_file() and (folder / MASKS_NAME).is_file():
+        try:
+            artifact = read_artifact(folder)
+        except ArtifactError:
+            artifact = None
+    if artifact is not None:
+        has_logits = any(key.startswith("logits.") for key in artifact.tensors)
+        has_fixed = any(key.startswith("fixed.") for key in artifact.tensors)
+        if has_logits and not has_fixed and not reasons:
+            reasons.append("its masks were never fixed: they are learned logits binarized at their current expected "
+                           "sparsity (a state saved during training), not a finished run's masks")
+        for kind, mask in artifact.masks.items():
+            fractional = int(((mask != 0) & (mask != 1)).sum())
+            if fractional:
+                reasons.append(f"its {kind} mask is not binary ({fractional} entries strictly between 0 and 1)")
+    return reasons
+
+
+def check_finished(directory: str | os.PathLike, allow_unfinished: bool = False, what: str = "--masks",
+                   artifact: MaskArtifact | None = None) -> list[str]:
+    """Refuse an unfinished artifact (see `unfinished_reasons`) unless `allow_unfinished`; returns the reasons (to
+    be reported when allowed)."""
+    reasons = unfinished_reasons(directory, artifact)
+    if reasons and not allow_unfinished:
+        raise ArtifactError(f"{what} {directory} is not a finished run's masks: {'; '.join(reasons)}. Use the "
+                            "folder the finished run wrote (its --output_dir, not a checkpoint-N inside it), or pass "
+                            f"{ALLOW_UNFINISHED_FLAG} to use these masks as they are.")
+    return reasons

@@ -36,6 +36,30 @@ def _image(figures: Mapping[str, str], key: str, alt: str) -> list[str]:
     return [f"![{alt}]({figures[key]})", ""] if key in figures else []
 
 
+def _verdict_lines(report: Mapping[str, Any]) -> list[str]:
+    """The convergence checks of the runs (always), with a warning per kind of doubtful run, and unfinished runs."""
+    counts = report.get("verdicts") or {}
+    lines = []
+    if counts:
+        lines += ["Convergence checks: " + ", ".join(f"{counts.get(key, 0)} {word}" for key, word in (
+            ("converged", "converged"), ("not_converged", "not converged"), ("inconclusive", "inconclusive"),
+            ("not_checked", "not checked"))) + ".", ""]
+    if report.get("not_converged"):
+        lines += [f"**Warning: {len(report['not_converged'])} of {len(report['results'])} pruning runs did not "
+                  "converge** (their subnetwork is no better than random subnetworks of the same size, so their masks "
+                  "say nothing about the model; prune longer or with the short-run recipe): "
+                  + ", ".join(f"{r['run']} ({r['verdict']})" for r in report["not_converged"]) + ".", ""]
+    if report.get("inconclusive"):
+        lines += [f"**Warning: the convergence check of {len(report['inconclusive'])} of {len(report['results'])} "
+                  "pruning runs is inconclusive** (random subnetworks of the same size are as faithful to the full "
+                  "model, so faithfulness cannot tell these masks from chance; is the model trained for this "
+                  "data?): " + ", ".join(r["run"] for r in report["inconclusive"]) + ".", ""]
+    if report.get("unfinished"):
+        lines += [f"**Unfinished runs folder:** {len(report['unfinished'])} planned runs have no result "
+                  f"({', '.join(report['unfinished'])}); this report covers the finished ones only.", ""]
+    return lines
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     """report.md: every table of the report, with the figures inline (paths relative to the report folder)."""
     names, figures = report["eval_sets"], report["figures"]
@@ -45,11 +69,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              f"{', '.join(f'{s:.0%}' for s in report['sparsities'])} x seeds "
              f"{', '.join(str(s) for s in report['seeds'])}. Evaluation sets: {', '.join(names)}. "
              "Accuracies and changes are in percent (points).", ""]
-    if report.get("not_converged"):
-        lines += [f"**Warning: {len(report['not_converged'])} of {len(report['results'])} pruning runs did not "
-                  "converge** (their subnetwork is no better than random subnetworks of the same size, so their masks "
-                  "say nothing about the model; prune longer or with the short-run recipe): "
-                  + ", ".join(f"{r['run']} ({r['verdict']})" for r in report["not_converged"]) + ".", ""]
+    lines += _verdict_lines(report)
 
     lines += ["## Accuracy per evaluation set", "",
               "Subnetwork accuracy over seeds (std: population, ddof=0) next to the full model.", ""]

@@ -62,14 +62,36 @@ def _default_collator(model: PrunableModel, tokenizer: Any) -> Any:
     return PadCollator(getattr(model.config, "pad_token_id", None) or 0)
 
 
+# What makes two prune_many calls the same series of runs (sparsities and seeds may be added later).
+IDENTITY_KEYS = ("model", "model_class", "pruning_config", "pruning_overrides", "data", "means_examples",
+                 "collapse_to_entailment", "entailment_id", "controls", "control_seed")
+
+
+def _identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's identity keys, local model folders as absolute paths (a relative path and its absolute form
+    name the same model)."""
+    from ..training.fingerprint import _base_model
+    identity = {key: manifest.get(key) for key in IDENTITY_KEYS if key in manifest}
+    identity["model"] = _base_model(identity.get("model"))
+    if isinstance(identity.get("pruning_config"), dict):
+        config = {k: v for k, v in identity["pruning_config"].items() if k != "extra"}
+        config["base_model_name_or_path"] = _base_model(config.get("base_model_name_or_path"))
+        identity["pruning_config"] = config
+    return identity
+
+
+def _legacy_identity(folder: Path) -> dict[str, Any] | None:
+    """The identity of a runs folder written before run records, from its manifest.json."""
+    path = folder / MANIFEST_NAME
+    return _identity(read_json(path)) if path.is_file() else None
+
+
 def _write_manifest(runs_dir: Path, manifest: dict[str, Any]) -> None:
-    """Merge with an existing manifest so that adding seeds or sparsities later keeps the earlier ones listed."""
+    """Merge with an existing manifest so that adding seeds or sparsities later keeps the earlier ones listed (the
+    run record refused a folder of another model or other settings before this point)."""
     path = runs_dir / MANIFEST_NAME
     if path.is_file():
         previous = read_json(path)
-        if previous.get("model") not in (None, manifest["model"]):
-            logger.warning("%s was written for model %s; now pruning %s.", path, previous.get("model"),
-                           manifest["model"])
         for key in ("sparsities", "seeds"):
             manifest[key] = sorted(set(previous.get(key, [])) | set(manifest[key]))
         if manifest.get("data") is None and previous.get("data") is not None:
@@ -83,7 +105,8 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
                data_collator: Any = None, tokenizer: Any = None, means_examples: int | None = 1024,
                eval_batch_size: int = 32, collapse_to_entailment: Any = "auto", entailment_id: int = 0,
                controls: bool = True, control_seed: int = 0, data_spec: Mapping[str, Any] | None = None,
-               model_kwargs: Mapping[str, Any] | None = None, show_progress: bool = True) -> PruneManyResult:
+               model_kwargs: Mapping[str, Any] | None = None, show_progress: bool = True,
+               overwrite_output_dir: bool = False) -> PruneManyResult:
     """Prune `model` at every sparsity x seed, evaluate each subnetwork on every set, save masks and results.
 
     `model`: a path / Hub id (loaded with `pruning_config`) or a loaded `PrunableModel` (its config is used).
@@ -95,10 +118,11 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
     artifact exists but whose evaluation did not finish is evaluated from the artifact without re-training.
     `controls`: also evaluate the control subnetworks (random with the same per-layer counts, random from the
     complement with as many units, inverse) of the first seed's mask at each sparsity; see `control_masks`.
+    `runs_dir` must be new, empty or a runs folder of the same model, settings and data (more sparsities and seeds
+    may be added); another one is refused unless `overwrite_output_dir` (see `run_folder`), and two calls into one
+    folder at once are refused (a lock).
     """
-    from ..training.arguments import PruningArguments
-    from ..training.trainer import PruningTrainer
-
+    from ..run_folder import check_writable
     overrides = dict(pruning_overrides or {})
     reserved = [k for k in RESERVED_OVERRIDES if k in overrides]
     if reserved:
@@ -109,22 +133,47 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
     if not sparsities or not seeds:
         raise ValueError("prune_many needs at least one sparsity and one seed.")
     runs_dir = Path(runs_dir)
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(runs_dir, "runs_dir")   # before the model loads
     prunable = _load_model(model, pruning_config, model_kwargs)
     model_path = str(model) if not isinstance(model, PrunableModel) else prunable.pruning_config.base_model_name_or_path
+    if model_path and not os.path.isabs(model_path) and Path(model_path).is_dir():
+        model_path = str(Path(model_path).resolve())   # analyze reloads it from anywhere
     collator = data_collator or _default_collator(prunable, tokenizer)
     names = list(eval_sets)
     eval_kwargs = dict(batch_size=eval_batch_size, collapse_to_entailment=collapse_to_entailment,
                        entailment_id=entailment_id)
-    _write_manifest(runs_dir, {
+    manifest = {
         "format": "hf_heuristic_core.prune_many", "format_version": 1, "model": model_path,
-        "model_class": prunable.pruning_config.base_model_class, "pruning_config": prunable.pruning_config.to_dict(),
+        "model_class": prunable.pruning_config.base_model_class,
+        "pruning_config": {k: v for k, v in prunable.pruning_config.to_dict().items() if k != "extra"},
         "pruning_overrides": overrides, "sparsities": [float(s) for s in sparsities], "seeds": [int(s) for s in seeds],
         "eval_sets": names, "data": dict(data_spec) if data_spec is not None else None,
         "means_examples": means_examples, "eval_batch_size": eval_batch_size,
         "collapse_to_entailment": collapse_to_entailment, "entailment_id": entailment_id,
         "controls": controls, "control_seed": control_seed,
-    })
+    }
+    from ..run_folder import claim_output_dir
+    from ..training.fingerprint import _data_fingerprint
+    identity = {**_identity(manifest), "train_data": _data_fingerprint(train_dataset),
+                "eval_data": {name: _data_fingerprint(data) for name, data in eval_sets.items()}}
+    with claim_output_dir(runs_dir, "prune_many", identity, overwrite=overwrite_output_dir,
+                          legacy_settings=_legacy_identity, flag="runs_dir") as claim:
+        _write_manifest(runs_dir, manifest)
+        result = _prune_all(prunable, train_dataset, eval_sets, runs_dir, sparsities, seeds, overrides, collator,
+                            means_examples, eval_kwargs, controls, control_seed, show_progress)
+        claim.finish(runs=len(result.results))
+    return result
+
+
+def _prune_all(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str, Any], runs_dir: Path,
+               sparsities: Sequence[float], seeds: Sequence[int], overrides: dict[str, Any], collator: Any,
+               means_examples: int | None, eval_kwargs: dict[str, Any], controls: bool, control_seed: int,
+               show_progress: bool) -> PruneManyResult:
+    from ..training.arguments import PruningArguments
+    from ..training.convergence import verdict_status
+    from ..training.trainer import PruningTrainer
+
+    names = list(eval_sets)
 
     cache: dict[str, list[torch.Tensor]] = {}
     full_path = runs_dir / FULL_MODEL_NAME
@@ -175,7 +224,8 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
             "sparsity_params": report["sparsity_params"], "units_kept": report["units_kept"],
             "units_total": report["units_total"], "heads_kept": report.get("heads_kept"),
             "mlps_kept": report.get("mlps_kept"), "eval": evaluation, "seconds": round(time.time() - started, 2),
-            "converged": None if convergence is None else convergence["converged"], "convergence": convergence})
+            "converged": None if convergence is None else convergence["converged"],
+            "verdict": verdict_status(convergence), "convergence": convergence})
         prunable.clear_masks()
         logger.info("%s: sparsity %.3f, accuracy %s", run_dir.name, report["sparsity"],
                     {n: e.get("accuracy") for n, e in evaluation.items()})

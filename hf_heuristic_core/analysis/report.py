@@ -173,7 +173,8 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
             attention_set: str | None = None, attention_examples: int = 128, heatmaps: int = 3,
             model: str | os.PathLike | Any = None, tokenizer: Any = None, eval_sets: Mapping[str, Any] | None = None,
             batch_size: int | None = None, seed: int = 0, device: str | None = None,
-            show_progress: bool = True, subtasks: Mapping[str, str] | None = None) -> dict[str, Any]:
+            show_progress: bool = True, subtasks: Mapping[str, str] | None = None,
+            allow_unfinished: bool = False) -> dict[str, Any]:
     """Build the report of a `prune_many` runs folder; returns what `report.json` holds.
 
     Sections: accuracy per evaluation set (min / max / mean / std over seeds vs the full model), head frequency
@@ -191,6 +192,10 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     `runs_dir/subtasks.json` or by `subtasks` (name -> mask folder; see `analysis.subtask_report`): the report then
     adds their per-layer IoU / IoMin, shared fractions and sharing figure, and with recorded accuracies the
     performance-drop table and specialization scores. A folder holding only subtask masks gets only that section.
+
+    A runs folder whose manifest plans runs that have no result yet (an interrupted prune_many) is refused, since
+    its statistics would silently cover fewer seeds: finish it (run prune_many again) or pass
+    `allow_unfinished=True`, and the report lists what is missing.
     """
     runs_dir = Path(runs_dir)
     report_dir = Path(output_dir) if output_dir is not None else runs_dir / REPORT_DIR
@@ -199,9 +204,17 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     results = collect_results(runs_dir)
     declaration = read_subtask_declaration(runs_dir, subtasks)
     if not results.results and declaration is not None:
-        return _subtask_only_report(runs_dir, report_dir, declaration)
+        return _subtask_only_report(runs_dir, report_dir, declaration, allow_unfinished)
     if not results.results:
         raise FileNotFoundError(f"{runs_dir} holds no finished runs (sp*-seed*/result.json); run prune_many first.")
+    unfinished = unfinished_runs(runs_dir, manifest, results.results)
+    if unfinished and not allow_unfinished:
+        from ..errors import ArtifactError
+        raise ArtifactError(f"{runs_dir} is unfinished: {len(unfinished)} planned runs have no result yet "
+                            f"({', '.join(unfinished[:6])}{' ...' if len(unfinished) > 6 else ''}), so the report "
+                            "would cover fewer seeds than the folder promises. Run prune_many (or the study) again "
+                            "to finish them, or pass allow_unfinished=True (--allow_unfinished) to report on the "
+                            "finished runs only.")
     names = results.eval_sets
     masks = load_run_masks(runs_dir, results.results)
     stats = mask_statistics(masks)
@@ -214,7 +227,9 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
         "full_model": results.full_model, "summary": results.summary,
         "faithfulness": faithfulness(results.results, names),
         "results": results.results, "controls": _note_short_controls(results.results, results.controls, runs_dir),
-        "mask_statistics": stats, "not_converged": _not_converged(results.results),
+        "mask_statistics": stats, "not_converged": _flagged(results.results, "not_converged"),
+        "inconclusive": _flagged(results.results, "inconclusive"), "verdicts": _verdict_counts(results.results),
+        "unfinished": unfinished,
     }
     report["core_sparsity"] = chosen_sparsity
     report["core_units"] = [unit_label(u) for u in core_units]
@@ -269,7 +284,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     elif attention:
         report["attention"] = {"skipped": loaded.get("skipped")}
     if declaration is not None:
-        report["subtasks"] = subtask_section(declaration, report_dir)
+        report["subtasks"] = subtask_section(declaration, report_dir, allow_unfinished=allow_unfinished)
         figures["subtask_sharing"] = report["subtasks"].get("figure")
     report["figures"] = {k: v for k, v in figures.items() if v}
     write_json(report_dir / "report.json", report)
@@ -278,9 +293,10 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     return report
 
 
-def _subtask_only_report(runs_dir: Path, report_dir: Path, declaration: Mapping[str, Any]) -> dict[str, Any]:
+def _subtask_only_report(runs_dir: Path, report_dir: Path, declaration: Mapping[str, Any],
+                         allow_unfinished: bool = False) -> dict[str, Any]:
     """A folder of subtask masks without unit pruning runs: report.md / report.json with the subtask section only."""
-    section = subtask_section(declaration, report_dir)
+    section = subtask_section(declaration, report_dir, allow_unfinished=allow_unfinished)
     report = {"runs_dir": str(runs_dir), "results": [], "summary": [], "subtasks": section,
               "figures": {"subtask_sharing": section["figure"]} if section.get("figure") else {}}
     write_json(report_dir / "report.json", report)
@@ -290,16 +306,43 @@ def _subtask_only_report(runs_dir: Path, report_dir: Path, declaration: Mapping[
 
 
 def _not_converged(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Runs whose pruning run judged its subnetwork no better than random ones of its size (`converged` False in
-    result.json): their masks are not evidence of anything, and the report says so next to every table."""
+    return _flagged(results, "not_converged")
+
+
+def _flagged(results: Sequence[Mapping[str, Any]], status: str) -> list[dict[str, Any]]:
+    """Runs whose convergence check said `status` ("not_converged": no better than random subnetworks of its size;
+    "inconclusive": random subnetworks of its size are as faithful, so faithfulness cannot tell): their masks are
+    not evidence of anything, and the report says so at the top."""
     flagged = []
     for row in results:
-        if row.get("converged") is False:
-            verdict = row.get("convergence") or "not converged"
+        if row.get("verdict") == status:
+            verdict = row.get("convergence") or status.replace("_", " ")
             flagged.append({"run": row["run"], "verdict": verdict})
-            logger.warning("Run %s did not converge (%s): its subnetwork is no better than random subnetworks of its "
-                           "size; prune longer or with recipe='short' before reading its masks.", row["run"], verdict)
+            if status == "not_converged":
+                logger.warning("Run %s did not converge (%s): its subnetwork is no better than random subnetworks of "
+                               "its size; prune longer or with recipe='short' before reading its masks.", row["run"],
+                               verdict)
+            else:
+                logger.warning("Run %s: the convergence check is inconclusive (%s): random subnetworks of its size "
+                               "are as faithful, so its masks cannot be told from chance; prune a model trained for "
+                               "this data.", row["run"], verdict)
     return flagged
+
+
+def _verdict_counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    counts = {"converged": 0, "not_converged": 0, "inconclusive": 0, "not_checked": 0}
+    for row in results:
+        counts[row.get("verdict") or "not_checked"] += 1
+    return counts
+
+
+def unfinished_runs(runs_dir: Path, manifest: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Runs the manifest plans (sparsities x seeds) that have no result yet: prune_many stopped before them."""
+    from .units import run_name
+    done = {row["run"] for row in results}
+    planned = [run_name(float(s), int(seed)) for s in manifest.get("sparsities") or []
+               for seed in manifest.get("seeds") or []]
+    return [name for name in planned if name not in done]
 
 
 def _note_short_controls(results: Sequence[Mapping[str, Any]], controls: Sequence[Mapping[str, Any]],

@@ -36,7 +36,8 @@ FULL_MODEL_NAME = "full_model.json"
 CONTROLS_DIR = "controls"
 CONTROL_KINDS = ("random_like", "random_from_complement", "inverse")
 ROW_KEYS = ("run", "sparsity", "seed", "control", "source_seed", "realized_sparsity", "units_kept", "units_total",
-            "converged", "note")
+            "converged", "verdict", "note")
+CONVERGED_FLAG = {"converged": True, "not_converged": False, "inconclusive": None}
 
 
 def write_json(path: str | os.PathLike, value: Any) -> None:
@@ -62,6 +63,9 @@ def _row_from_result(result: Mapping[str, Any], eval_names: Sequence[str]) -> di
     """A flat table row: run info, then accuracy per set, then agreement and KL per set."""
     row: dict[str, Any] = {k: result.get(k) for k in ROW_KEYS if k in result}
     if result.get("convergence"):
+        from ..training.convergence import verdict_status
+        status = verdict_status(result["convergence"])   # also right for results written before "inconclusive"
+        row["verdict"], row["converged"] = status, CONVERGED_FLAG.get(status)
         row["convergence"] = result["convergence"].get("verdict")
     evaluation = result.get("eval", {})
     for name in eval_names:

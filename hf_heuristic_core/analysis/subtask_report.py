@@ -23,13 +23,21 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..artifacts import read_artifact
+from ..artifacts import check_finished, read_artifact
 from ..errors import ArtifactError
 from .results import read_json
-from .subtasks import layer_masks, mask_overlap, performance_drop_table, remaining_fraction, sharing_fractions, \
-    specialization_scores
+from .subtasks import (
+    layer_masks,
+    mask_overlap,
+    performance_drop_table,
+    remaining_fraction,
+    sharing_fractions,
+    sharing_over_union,
+    specialization_scores,
+)
 
-__all__ = ["SUBTASKS_FILE", "chance_overlap", "parse_subtasks_flag", "read_subtask_declaration", "subtask_markdown", "subtask_section"]
+__all__ = ["SUBTASKS_FILE", "chance_overlap", "parse_subtasks_flag", "read_subtask_declaration", "subtask_markdown",
+           "subtask_section"]
 
 SUBTASKS_FILE = "subtasks.json"
 
@@ -74,21 +82,22 @@ def read_subtask_declaration(runs_dir: Path, subtasks: Mapping[str, str] | None 
     return declaration
 
 
-def _read_masks(folder: str, name: str) -> tuple[str, dict[str, Any]]:
+def _read_masks(folder: str, name: str, allow_unfinished: bool = False) -> tuple[str, dict[str, Any]]:
     if not Path(folder).exists():
         raise ArtifactError(f"Subtask {name!r}: mask folder {folder} does not exist; fix its path in subtasks.json "
                             "or --subtasks.")
     artifact = read_artifact(folder)
+    check_finished(folder, allow_unfinished, f"Subtask {name!r}: mask folder", artifact)
     return artifact.config.granularity, dict(artifact.masks)
 
 
 def subtask_section(declaration: Mapping[str, Any], report_dir: Path | None = None,
-                    figure: bool = True) -> dict[str, Any]:
+                    figure: bool = True, allow_unfinished: bool = False) -> dict[str, Any]:
     """Overlap (IoU / IoMin per layer) of every pair of subtask masks, each mask's shared fraction per layer, the
     kept share of the reference mask, and with recorded accuracies Csordás' performance-drop table and the
     specialization / exclusivity scores of every ordered pair."""
     names = list(declaration["masks"])
-    loaded = {name: _read_masks(folder, name) for name, folder in declaration["masks"].items()}
+    loaded = {name: _read_masks(folder, name, allow_unfinished) for name, folder in declaration["masks"].items()}
     granularities = {g for g, _ in loaded.values()}
     shapes = [{k: tuple(v.shape) for k, v in m.items()} for _, m in loaded.values()]
     if len(granularities) != 1 or any(s != shapes[0] for s in shapes):
@@ -101,9 +110,9 @@ def subtask_section(declaration: Mapping[str, Any], report_dir: Path | None = No
         "overlap": {f"{a} vs {b}": mask_overlap(masks[a], masks[b]) for a, b in itertools.combinations(names, 2)},
         "chance_overlap": {f"{a} vs {b}": chance_overlap(masks[a], masks[b])
                            for a, b in itertools.combinations(names, 2)},
-        "sharing": sharing_fractions(masks)}
+        "sharing": sharing_fractions(masks), "sharing_over_union": sharing_over_union(masks)}
     if declaration.get("reference"):
-        _, reference = _read_masks(declaration["reference"], "reference")
+        _, reference = _read_masks(declaration["reference"], "reference", allow_unfinished)
         section["remaining"] = {name: remaining_fraction(m, reference) for name, m in masks.items()}
     accuracy = declaration.get("accuracy")
     if accuracy:
@@ -176,8 +185,10 @@ def subtask_markdown(section: Mapping[str, Any] | None) -> list[str]:
                       "not with 0.", ""]
     lines += ["### Shared fraction per layer", "",
               "Csordás' shared weights: the fraction of a mask's kept weights also kept by another subtask's mask "
-              "(total: shared over the union of all masks, the IoU for two masks). Near 1: the subtasks reuse "
-              "weights (P_reuse-style); near 0: each has its own (P_specialize-style).", "",
+              "(total: the same fraction over all layers). Near 1: the subtasks reuse weights (P_reuse-style); near "
+              "0: each has its own (P_specialize-style). Shared weights over the union of all masks (Csordás' "
+              "plotting code's total; the IoU for two masks): "
+              + ", ".join(f"{n} {_fmt(section.get('sharing_over_union', {}).get(n))}" for n in names) + ".", "",
               "| layer | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for layer in section["sharing"][names[0]]:
         lines.append(f"| {layer} | " + " | ".join(_fmt(section["sharing"][n][layer]) for n in names) + " |")

@@ -11,7 +11,7 @@ row along dim 0 for unit / neuron kinds (`heads[3]`, `neurons[0]`).
   `D_sub > 0` and `D_abl < 0`; the control ablates as many random entries per layer as the subnetwork holds.
 - Csordás et al. (*Are Neural Nets Modular?*): accuracies of masks and their inversions `NOT M = 1 - M` on every
   task (the performance-drop table), per-layer IoU `|A & B| / |A | B|` and IoMin `|A & B| / min(|A|, |B|)`, the
-  shared fraction `|M_i & OR_{j != i} M_j| / |M_i|` per layer (total: summed over layers, over the union), and the
+  shared fraction `|M_i & OR_{j != i} M_j| / |M_i|` per layer (total: the same ratio summed over layers), and the
   `specialization` (acc(M_A; A) - acc(M_A; B)) and `exclusivity` (acc(NOT M_A; B) - acc(NOT M_A; A)) scores from
   which P_specialize / P_reuse are read (the papers read them off these numbers; the scores are ours).
 """
@@ -26,7 +26,7 @@ import torch
 
 __all__ = ["LeporiResult", "clamp_accuracy", "complement_masks", "invert_masks", "layer_masks", "mask_overlap",
            "performance_drop_table", "random_ablation_masks", "remaining_fraction", "sharing_fractions",
-           "specialization_scores", "subtask_test"]
+           "sharing_over_union", "specialization_scores", "subtask_test"]
 
 Masks = Mapping[str, torch.Tensor]
 
@@ -158,29 +158,49 @@ def _overlap_row(size_a: int, size_b: int, inter: int, union: int) -> dict[str, 
 
 
 def sharing_fractions(masks_by_name: Mapping[str, Masks]) -> dict[str, dict[str, float]]:
-    """Csordás' shared weights: per mask and layer |M_i & OR_{j != i} M_j| / |M_i|; "total" sums over layers with
-    the union of all masks as denominator (for two masks: their IoU)."""
+    """Csordás' shared weights: per mask and layer |M_i & OR_{j != i} M_j| / |M_i|, and "total", the same quantity
+    over all layers: sum_l |M_i & OR_{j != i} M_j| / sum_l |M_i| (the share of mask i's kept entries that another
+    mask keeps too). Until this release "total" divided by the union of all masks instead (for two masks, their
+    IoU), which is not the per-layer quantity: that number is `sharing_over_union`."""
     names = list(masks_by_name)
     layered = {name: layer_masks(masks) for name, masks in masks_by_name.items()}
     layers = list(layered[names[0]])
     result: dict[str, dict[str, float]] = {}
     for name in names:
         row: dict[str, float] = {}
-        shared_total = union_total = 0
+        shared_total = own_total = 0
         for layer in layers:
             own = layered[name][layer]
             others = torch.zeros_like(own)
-            union = own.clone()
             for other in names:
                 if other != name:
                     others |= layered[other][layer]
-                    union |= layered[other][layer]
             shared = int((own & others).sum())
             row[layer] = shared / int(own.sum()) if int(own.sum()) else math.nan
             shared_total += shared
-            union_total += int(union.sum())
-        row["total"] = shared_total / union_total if union_total else math.nan
+            own_total += int(own.sum())
+        row["total"] = shared_total / own_total if own_total else math.nan
         result[name] = row
+    return result
+
+
+def sharing_over_union(masks_by_name: Mapping[str, Masks]) -> dict[str, float]:
+    """Per mask, sum_l |M_i & OR_{j != i} M_j| / sum_l |OR_j M_j|: the shared entries over the union of all masks,
+    as Csordás' plotting code totals them (for two masks: their IoU). Not the per-layer shared fraction's total
+    (`sharing_fractions(...)[name]["total"]`)."""
+    names = list(masks_by_name)
+    layered = {name: layer_masks(masks) for name, masks in masks_by_name.items()}
+    result: dict[str, float] = {}
+    for name in names:
+        shared_total = union_total = 0
+        for layer, own in layered[name].items():
+            others = torch.zeros_like(own)
+            for other in names:
+                if other != name:
+                    others |= layered[other][layer]
+            shared_total += int((own & others).sum())
+            union_total += int((own | others).sum())
+        result[name] = shared_total / union_total if union_total else math.nan
     return result
 
 

@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_reporting_errors(command, _command(command), rest)
 
 
-FAST_HELP = ("study", "effective-size", "analyze", "induce")   # prune renders its own; export, subtasks: parsers
+FAST_HELP = ("study", "effective-size", "analyze", "induce", "export", "subtasks")   # prune renders its own
 
 
 def command_help(name: str) -> str:
@@ -98,6 +98,16 @@ def command_help(name: str) -> str:
         from .induce import DESCRIPTION as INDUCE
         from .induce import InductionArguments
         return render_help("hf-heuristic-core induce", INDUCE, [("induce", InductionArguments, None)], epilog=epilog)
+    if name == "export":
+        from .export import DESCRIPTION as EXPORT
+        from .export import ExportScriptArguments
+        return render_help("hf-heuristic-core export", EXPORT, [("export", ExportScriptArguments, None)],
+                           epilog=epilog)
+    if name == "subtasks":
+        from .subtasks import DESCRIPTION as SUBTASKS
+        from .subtasks import SubtasksArguments
+        return render_help("hf-heuristic-core subtasks", SUBTASKS, [("subtasks", SubtasksArguments, None)],
+                           epilog=epilog)
     from .analyze import DESCRIPTION as ANALYZE
     from .analyze import AnalyzeArguments
     return render_help("hf-heuristic-core analyze RUNS_DIR", ANALYZE, [("analyze", AnalyzeArguments, None)],

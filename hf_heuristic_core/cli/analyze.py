@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,12 @@ class AnalyzeArguments:
         "help": "Subtask masks to compare, name=mask_folder pairs separated by commas (relative to RUNS_DIR): "
                 "'sr1=sr1/sp0-seed0,sr2=sr2/sp0-seed0'. Replaces the masks of RUNS_DIR/subtasks.json, which can "
                 "also record accuracies (see analysis.subtask_report)."})
+    allow_unfinished: bool = field(default=False, metadata={
+        "help": "Report on an unfinished runs folder (planned runs without results, e.g. an interrupted prune_many) "
+                "or unfinished subtask masks; refused without it."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write the report into a folder holding another runs folder's report or other files (nothing is "
+                "deleted)."})
 
 
 def _split_units(text: str | None) -> list[str] | None:
@@ -82,23 +89,47 @@ def parse_analyze_args(argv: Sequence[str]) -> AnalyzeArguments:
     return args
 
 
+def _report_of(folder: Path) -> dict | None:
+    """The settings of a report folder written before run records: the runs folder its report.json names."""
+    import json
+    try:
+        runs_dir = json.loads((folder / "report.json").read_text())["runs_dir"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {"runs_dir": str(Path(runs_dir).resolve())}
+
+
 def analyze_command(argv: Sequence[str]) -> int:
     """Entry point of `hf-heuristic-core analyze`; returns the exit code."""
     from ..analysis.report import analyze
     from ..analysis.subtask_report import parse_subtasks_flag
+    from ..run_folder import claim_output_dir
     args = parse_analyze_args(argv)
+    if not Path(args.runs_dir).is_dir():
+        from ..errors import UsageError
+        raise UsageError(f"analyze {args.runs_dir}: no such folder; pass the runs folder prune_many (or the study's "
+                         "runs/) wrote.")
     subtasks = parse_subtasks_flag(args.subtasks)
-    report = analyze(args.runs_dir, output_dir=args.output_dir, ablation=args.ablation, attention=args.attention,
-                     core_sparsity=args.core_sparsity, ablation_mode=args.ablation_mode,
-                     ablation_units=_split_units(args.ablation_units), max_core_units=args.max_core_units,
-                     joint=_split_groups(args.joint), non_core_sample=args.non_core_sample,
-                     attention_set=args.attention_set, attention_examples=args.attention_examples,
-                     heatmaps=args.heatmaps, model=args.model, batch_size=args.batch_size,
-                     seed=args.seed, device=args.device, subtasks=subtasks)
-    from pathlib import Path
     out = Path(args.output_dir) if args.output_dir else Path(args.runs_dir) / "report"
+    with claim_output_dir(out, "analyze", {"runs_dir": str(Path(args.runs_dir).resolve())},
+                          overwrite=args.overwrite_output_dir, inputs=[("RUNS_DIR", args.runs_dir)],
+                          legacy_settings=_report_of) as claim:
+        report = analyze(args.runs_dir, output_dir=out, ablation=args.ablation, attention=args.attention,
+                         core_sparsity=args.core_sparsity, ablation_mode=args.ablation_mode,
+                         ablation_units=_split_units(args.ablation_units), max_core_units=args.max_core_units,
+                         joint=_split_groups(args.joint), non_core_sample=args.non_core_sample,
+                         attention_set=args.attention_set, attention_examples=args.attention_examples,
+                         heatmaps=args.heatmaps, model=args.model, batch_size=args.batch_size,
+                         seed=args.seed, device=args.device, subtasks=subtasks,
+                         allow_unfinished=args.allow_unfinished)
+        claim.finish()
     what = f"{len(report['results'])} subnetworks" if report["results"] else "subtask masks only"
     print(f"Report: {out / 'report.md'} ({what}, {len(report['figures'])} figures)")
+    counts = report.get("verdicts")
+    if counts:
+        print("  convergence checks: " + ", ".join(f"{counts[key]} {key.replace('_', ' ')}" for key in counts))
+    for run in report.get("unfinished") or []:
+        print(f"  WARNING: planned run {run} has no result (unfinished runs folder, --allow_unfinished)")
     if "subtasks" in report:
         section = report["subtasks"]
         print("  subtask masks: shared fraction (total) " + ", ".join(

@@ -69,3 +69,22 @@ def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]
         return text_columns(columns, requested)
     except ValueError as err:
         raise UsageError(str(err).replace("text columns [", "--text_columns [", 1)) from None
+
+
+def has_splits(source: str) -> bool:
+    """Whether a `--dataset` names splits that `--train_split` / `--eval_split` can choose between: a Hub dataset, a
+    `DatasetDict.save_to_disk` folder or a folder of per-split files do; data files, one `Dataset.save_to_disk`
+    folder or a folder of files that name no split do not (`load_table` reads them whole, whatever the split)."""
+    parts = [Path(p.strip()).expanduser() for p in str(source).split(",") if p.strip()]
+    if not parts or not all(p.exists() for p in parts):
+        return True   # a Hub id: datasets knows its splits
+    if len(parts) > 1 or parts[0].is_file():
+        return False
+    folder = parts[0]
+    if (folder / "dataset_dict.json").exists():
+        return True
+    if (folder / "state.json").exists() and (folder / "dataset_info.json").exists():
+        return False
+    from ..data.tables import _KNOWN_SPLIT_WORDS, _data_files, _split_tokens, _stem
+    return any(_split_tokens(str(f.relative_to(folder).with_name(_stem(f)))) & _KNOWN_SPLIT_WORDS
+               for f in _data_files(folder))

@@ -92,7 +92,14 @@ def effective_size_command(argv: Sequence[str]) -> int:
                               description=DESCRIPTION,
                               usage="hf-heuristic-core effective-size RUN_DIR [flags] (see --help)")
     (arguments,) = parser.parse_args_into_dataclasses(args=argv)
-    results = run_effective_size(arguments)
+    from ..run_folder import FolderLock
+    results_folder = Path(arguments.results_file).parent if arguments.results_file else Path(arguments.output_dir)
+    if not Path(arguments.output_dir).is_dir():
+        from ..evaluation.effective_size import EffectiveSizeError
+        raise EffectiveSizeError(f"{arguments.output_dir}: no such folder; pass the output_dir of a fine-tuning run "
+                                 "that saved checkpoint-* folders.")
+    with FolderLock(results_folder, "effective-size", "--results_file folder"):   # writable, one writer at a time
+        results = run_effective_size(arguments)
     print(summary_table(results))
     print(f"results: {results.path}")
     return 0

@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ExportScriptArguments", "export_command", "run_export"]
+__all__ = ["DESCRIPTION", "ExportScriptArguments", "export_command", "run_export"]
+
+DESCRIPTION = ("Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller plain Transformers model "
+               "(pruned units removed, their means folded into biases).")
 
 
 @dataclass
@@ -18,33 +21,71 @@ class ExportScriptArguments:
 
     model: str = field(metadata={"help": "Hub id or local folder of the model the masks were learned on."})
     masks: str = field(metadata={"help": "Mask artifact folder or Hub repo id (PrunableModel.save_pretrained)."})
-    output_dir: str = field(metadata={"help": "Folder to write the slim model to (replaced as a whole)."})
+    output_dir: str = field(metadata={
+        "help": "Folder to write the slim model to: new, empty, or a previous export (replaced). A folder holding "
+                "anything else is refused (see --overwrite_output_dir), and so is the --masks folder."})
     ablation: str | None = field(default=None, metadata={
         "help": "mean or zero; default: the artifact's own ablation (mean needs the artifact's means)."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
     gguf_file: str | None = field(default=None, metadata={"help": "GGUF file inside --model, if any."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Also upload the slim model to this Hub repo."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write into an --output_dir that holds other files (nothing is deleted; another model's files are "
+                "refused even so)."})
+    allow_unfinished: bool = field(default=False, metadata={
+        "help": "Export masks that are not a finished run's (a mid-run checkpoint-N, masks never fixed); refused "
+                "without it."})
 
 
 def run_export(script: ExportScriptArguments) -> dict:
-    """Load, export and save; returns the parameter counts, whether plain transformers loads the folder, and where."""
+    """Claim the output folder, check the masks, load, export and save; returns the parameter counts, whether plain
+    transformers loads the folder, and where."""
+    from dataclasses import asdict
+
+    from ..run_folder import claim_output_dir, local_paths
+    settings = {k: v for k, v in asdict(script).items()
+                if k not in ("overwrite_output_dir", "push_to_hub", "output_dir", "allow_unfinished")}
+    settings.update(model=local_paths(script.model), masks=local_paths(script.masks))
+    with claim_output_dir(script.output_dir, "export", settings, overwrite=script.overwrite_output_dir,
+                          inputs=[("--masks", script.masks), ("--model", script.model)],
+                          own_files=_is_previous_export) as claim:
+        summary = _export(script)
+        claim.finish(summary=summary)
+    return summary
+
+
+def _is_previous_export(folder) -> bool:
+    from ..export.io import _folder_state
+    return _folder_state(folder) == "slim"
+
+
+def _export(script: ExportScriptArguments) -> dict:
     import transformers
 
-    from ..artifacts import read_artifact
+    from ..artifacts import check_finished, read_artifact
     from ..export import parameter_count, push_slim_to_hub, save_slim
     from ..model import PrunableModel
+    from .export_checks import check_masks_fit_model, exported_granularity, loading_mismatch
     artifact = read_artifact(script.masks)
+    exported_granularity(artifact, script.masks)
+    unfinished = check_finished(script.masks, script.allow_unfinished, artifact=artifact)
+    hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
+    config = transformers.AutoConfig.from_pretrained(script.model, **hf_kwargs)
+    check_masks_fit_model(artifact, config, script.model, script.masks)
     saved_class = artifact.config.base_model_class
     model_class = getattr(transformers, saved_class, None) if saved_class else None
-    hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
-    prunable = PrunableModel.from_pretrained(script.model, pruning_config=artifact.config.settings_only(),
-                                             masks=script.masks, model_class=model_class, **hf_kwargs)
+    try:
+        prunable = PrunableModel.from_pretrained(script.model, pruning_config=artifact.config.settings_only(),
+                                                 masks=script.masks, model_class=model_class, config=config,
+                                                 **hf_kwargs)
+    except RuntimeError as err:
+        raise loading_mismatch(err, artifact, script.model, script.masks) from err
     prunable.eval()
     slim = prunable.export_slim(ablation=script.ablation, source=str(script.masks))
-    target = save_slim(slim, script.output_dir)
+    target = save_slim(slim, script.output_dir, overwrite=script.overwrite_output_dir)
     summary = {"parameters_before": parameter_count(prunable.model), "parameters_after": parameter_count(slim),
                "stock": slim.config.hf_heuristic_core_slim["stock"], "output_dir": str(target),
-               "model_class": type(slim).__name__}
+               "model_class": type(slim).__name__, "unfinished_masks": unfinished}
     if script.push_to_hub:
         push_slim_to_hub(slim, script.push_to_hub)
         summary["hub_repo"] = script.push_to_hub
@@ -53,11 +94,11 @@ def run_export(script: ExportScriptArguments) -> dict:
 
 def export_command(argv: Sequence[str]) -> int:
     from transformers import HfArgumentParser
-    parser = HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export",
-                              description="Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller "
-                                            "plain Transformers model.")
+    parser = HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export", description=DESCRIPTION)
     (script,) = parser.parse_args_into_dataclasses(args=list(argv))
     summary = run_export(script)
+    for reason in summary.get("unfinished_masks") or []:
+        print(f"WARNING: exported unfinished masks (--allow_unfinished): {reason}")
     before, after = summary["parameters_before"], summary["parameters_after"]
     print(f"parameters: {before:,} -> {after:,} ({after / before:.1%} kept)")
     print(f"slim model ({summary['model_class']}) written to {summary['output_dir']}")

@@ -74,6 +74,11 @@ class InductionArguments:
     min_subnetwork_accuracy: float = field(default=0.9, metadata={
         "help": "Warn when the subnetwork scores below this on S1 (all pairs)."})
     figure: bool = field(default=True, metadata={"help": "Write the accuracy-vs-k figure (needs matplotlib)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write into an --output_dir that holds another experiment's files (nothing is deleted); the same "
+                "experiment resumes without it, and more arms, seeds and ks may be added."})
+    allow_unfinished: bool = field(default=False, metadata={
+        "help": "Transplant --masks that are not a finished run's (a mid-run checkpoint-N); refused without it."})
 
     def __post_init__(self) -> None:
         arms = self.arm_list()
@@ -97,29 +102,82 @@ class InductionArguments:
         return [a.strip() for a in self.arms.split(",") if a.strip()]
 
     def _ints(self, flag: str) -> list[int]:
-        try:
-            return [int(v) for v in getattr(self, flag).split(",") if v.strip()]
-        except ValueError:
-            raise UsageError(f"--{flag} {getattr(self, flag)!r} must list integers, e.g. 0,1,2.") from None
+        return _int_list(getattr(self, flag), flag)
 
     def seed_list(self) -> list[int]:
-        return self._ints("seeds")
+        return _int_list(self.seeds, "seeds")
 
     def k_list(self) -> list[int]:
-        return self._ints("ks")
+        return _int_list(self.ks, "ks")
 
     def run_settings(self, names: Sequence[str] = RUN_FIELDS) -> dict[str, Any]:
         return {name: getattr(self, name) for name in names}
 
 
 
+# Flags that add runs to an experiment or only change its report, not what its existing records mean.
+NOT_IDENTITY = ("output_dir", "arms", "seeds", "ks", "figure", "overwrite_output_dir", "allow_unfinished",
+                "min_source_accuracy", "min_subnetwork_accuracy")
+
+
+def check_source(args: InductionArguments) -> None:
+    """From the command line the target task is the arithmetic one, so the source must be a causal LM over the
+    number tokens (+ a separator); a BERT or any general LM is refused now, naming what it is, instead of a
+    vocabulary-size hint that cannot help."""
+    if args.arithmetic or not args.source:
+        return
+    from pathlib import Path
+    if not (Path(args.source) / "config.json").is_file():
+        raise UsageError(f"--source {args.source}: no saved model there (config.json missing); pass the folder "
+                         "save_pretrained wrote, or --arithmetic to train one.")
+    from transformers import AutoConfig
+    config = AutoConfig.from_pretrained(args.source)
+    classes = config.architectures or []
+    causal = any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in classes)
+    vocab = getattr(config, "vocab_size", None)
+    if not causal or getattr(config, "is_encoder_decoder", False):
+        raise UsageError(f"--source {args.source} is a {', '.join(classes) or config.model_type} model; induce's "
+                         "command line trains the arithmetic target task (a^2 + ab mod p, next-token prediction), "
+                         "which needs a causal LM trained on the arithmetic source task over number tokens. Train one "
+                         "with --arithmetic, or call run_induction(args, source=..., masks=..., data=...) from Python "
+                         "for another model and task.")
+    if vocab is not None and vocab != args.num_tokens + 1 and vocab > 4 * max(args.num_tokens, 100):
+        raise UsageError(f"--source {args.source} has a vocabulary of {vocab} tokens, a general language model's, not "
+                         f"the {args.num_tokens} number tokens plus a separator of the arithmetic task that induce "
+                         "trains; use an arithmetic source (--arithmetic trains one), or run_induction from Python "
+                         "with your own data.")
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"--{flag} {text!r} must list integers, e.g. 0,1,2.") from None
+
+
 def induce_command(argv: Sequence[str]) -> int:
+    from dataclasses import asdict
+
     from transformers import HfArgumentParser
 
     from ..induction.runner import run_induction
+    from ..run_folder import claim_output_dir
     parser = HfArgumentParser(InductionArguments, prog="hf-heuristic-core induce", description=DESCRIPTION)
     (args,) = parser.parse_args_into_dataclasses(args=list(argv))
-    report = run_induction(args)
+    check_source(args)
+    if args.masks:
+        from pathlib import Path
+
+        from ..artifacts import CONFIG_NAME, check_finished
+        if (Path(args.masks) / CONFIG_NAME).is_file():
+            for reason in check_finished(args.masks, args.allow_unfinished):
+                print(f"WARNING: unfinished masks (--allow_unfinished): {reason}")
+    settings = {k: v for k, v in asdict(args).items() if k not in NOT_IDENTITY}
+    with claim_output_dir(args.output_dir, "induce", settings, overwrite=args.overwrite_output_dir,
+                          inputs=[] if args.arithmetic else [("--source", args.source), ("--masks", args.masks)],
+                          legacy_settings=_legacy_experiment) as claim:
+        report = run_induction(args)
+        claim.finish()
     for warning in report["warnings"]:
         print(f"WARNING: {warning}")
     for row in report["summary"]:
@@ -127,3 +185,9 @@ def induce_command(argv: Sequence[str]) -> int:
               f"({row['min']:.3f}-{row['max']:.3f}, {row['n']} seeds)")
     print(f"Report: {args.output_dir}/report.md (report.json, induction.png)")
     return 0
+
+
+def _legacy_experiment(folder) -> dict[str, Any] | None:
+    """An induce folder written before run records: its records carry their own settings, which the runner checks
+    run by run, so the folder itself is accepted."""
+    return {} if (folder / "runs").is_dir() or (folder / "report.json").is_file() else None

@@ -20,10 +20,10 @@ from ..training.fields import PruningFields
 from .checks import (
     check_model_source,
     check_rows,
-    load_dataset_checked,
     resolve_text_columns,
 )
 from .help import render_help, wants_help
+from .prune_data import DEFAULT_EVAL_EXAMPLES, check_labels, check_split_flags, load_prune_data
 
 DESCRIPTION = "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact."
 PROG = "hf-heuristic-core prune"
@@ -48,7 +48,11 @@ class PruneScriptArguments:
     dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
     train_split: str = field(default="train", metadata={"help": "Split to prune on."})
     eval_split: str | None = field(default=None, metadata={
-        "help": "Split for the final KL / agreement summary (default: the first 256 training examples)."})
+        "help": "Split for the final KL / agreement summary (a Hub dataset or a folder with one file per split; a "
+                "single data file has no splits: use --eval_fraction). Default: the first 256 training examples."})
+    eval_fraction: float | None = field(default=None, metadata={
+        "help": "Hold out this share of the training rows (a random split seeded with --seed) for the final KL / "
+                "agreement; the mask is learned on the rest."})
     text_columns: str | None = field(default=None, metadata={
         "help": "Comma-separated text column(s); default: premise,hypothesis / sentence1,sentence2 / "
                 "question1,question2 / text / sentence, whichever exist."})
@@ -77,14 +81,21 @@ class PruneScriptArguments:
         "help": "Mean of the initial mask logits (PruningConfig.init_mean). Default: the recipe's (paper 10, short "
                 "3); the README's short-run setting is 3. With the short recipe a value of 10 reads as unset."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
-    gguf_file: str | None = field(default=None, metadata={"help": "GGUF file inside --model, if any."})
+    gguf_file: str | None = field(default=None, metadata={
+        "help": "GGUF file inside --model: dequantized to float32 on load; --task auto reads the GGUF's "
+                "architecture (a Llama GGUF is a causal LM)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write into an --output_dir that holds another run's or another command's files (nothing is "
+                "deleted; files of the same name are replaced). Without it such a folder is refused."})
 
 
 @dataclass
 class TrainingLoopFlags:
     """The `TrainingArguments` fields that shape a pruning run, for `prune --help` (defaults checked in the tests)."""
 
-    output_dir: str | None = field(default=None, metadata={"help": "Where the mask artifact (and checkpoints) go."})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where the mask artifact (and checkpoints) go (required). A folder holding another run's files is "
+                "refused (see --overwrite_output_dir); two runs into one folder: the second refuses."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides num_train_epochs when > 0."})
     num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs over the data (when max_steps <= 0)."})
     per_device_train_batch_size: int = field(default=8, metadata={"help": "Pruning batch size."})
@@ -103,7 +114,8 @@ class TrainingLoopFlags:
     save_steps: float = field(default=500, metadata={"help": "Checkpoint every N steps."})
     save_total_limit: int | None = field(default=None, metadata={"help": "Keep at most N checkpoints."})
     resume_from_checkpoint: str | None = field(default=None, metadata={
-        "help": "A checkpoint-* folder, or 'last' for the newest under --output_dir."})
+        "help": "A checkpoint-* folder, or 'last' for the newest under --output_dir that this run wrote (a "
+                "checkpoint of a run with other settings is refused, naming the difference)."})
     report_to: str = field(default="none", metadata={"help": "Logging integrations (e.g. tensorboard, wandb)."})
     use_cpu: bool = field(default=False, metadata={"help": "Run on the CPU even when a GPU is present."})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision."})
@@ -125,6 +137,24 @@ REFUSED_FLAGS = {
     "eval_strategy": "prune evaluates once, at the end, on --eval_split (KL and agreement); drop the flag",
     "do_eval": "prune evaluates once, at the end, on --eval_split (KL and agreement); drop the flag",
     "do_predict": "prune does not predict; drop the flag",
+    "do_train": "the Trainer never reads it (a switch for training scripts); prune always trains; drop the flag",
+    "label_smoothing_factor": "the loss is the KL to the full model (or --objective task's own loss), which the "
+                              "Trainer's label smoother never sees; drop the flag",
+    "neftune_noise_alpha": "it adds noise to the student's embeddings, so the masks would be learned against a "
+                           "perturbed model; drop the flag",
+    "average_tokens_across_devices": "prune always averages the per-token KL over the real tokens of every device; "
+                                     "drop the flag",
+    "load_best_model_at_end": "prune judges its masks once, at the end (no evaluation during the run to pick from); "
+                              "drop the flag",
+    "metric_for_best_model": "prune judges its masks once, at the end (no evaluation during the run); drop the flag",
+    "greater_is_better": "prune judges its masks once, at the end (no evaluation during the run); drop the flag",
+    **dict.fromkeys(("eval_steps", "eval_delay", "eval_on_start", "eval_do_concat_batches", "eval_use_gather_object",
+                     "eval_accumulation_steps", "include_for_metrics", "batch_eval_metrics", "prediction_loss_only",
+                     "bf16_full_eval", "fp16_full_eval"),
+                    "prune runs no evaluation loop (it evaluates once, at the end, on --eval_split or "
+                    "--eval_fraction); drop the flag"),
+    "debug": "--debug is the command line's switch for tracebacks; TrainingArguments' debug modes are not available "
+             "from prune",
 }
 
 
@@ -136,6 +166,7 @@ def given_flags(argv: Sequence[str]) -> list[str]:
 
 def refuse_ignored_flags(argv: Sequence[str]) -> None:
     for name in given_flags(argv):
+        name = name[3:] if name.startswith("no_") and name[3:] in REFUSED_FLAGS else name
         if name in REFUSED_FLAGS:
             raise UsageError(f"--{name} is not used by prune: {REFUSED_FLAGS[name]}.")
 
@@ -143,13 +174,29 @@ def refuse_ignored_flags(argv: Sequence[str]) -> None:
 def prune_help(everything: bool = False) -> str:
     """`prune --help`: pruning flags first, then the training-loop flags that apply; no torch import."""
     if everything:
-        return full_parser().format_help()
+        return prune_help_all()
     epilog = ("Dashes and underscores both work (--target-sparsity). Booleans take true/false; those on by default "
-              "also take --no_FLAG.\nRefused (the mask optimizer ignores them): "
-              + ", ".join(f"--{name}" for name in REFUSED_FLAGS) + ".")
+              "also take --no_FLAG.\nRefused (the mask optimizer ignores them, or they would change nothing in a "
+              "pruning run; --help-all says why): " + ", ".join(f"--{name}" for name in REFUSED_FLAGS) + ".")
     return render_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, None),
                                            (MASK_GROUP, PruningFields, None),
                                            (TRAINING_GROUP, TrainingLoopFlags, None)], epilog=epilog)
+
+
+def prune_help_all() -> str:
+    """`prune --help-all`: every flag `prune` accepts, the `TrainingArguments` ones read from transformers' source
+    (not imported: that costs torch, seconds), each refused one marked with its reason."""
+    import dataclasses
+
+    from .help import render_source_help, source_fields
+    own = {f.name for f in dataclasses.fields(PruningFields)}
+    training = [f for f in source_fields("transformers", "training_args.py", "TrainingArguments") if f.name not in own]
+    notes = {name: f"REFUSED by prune: {reason}." for name, reason in REFUSED_FLAGS.items()}
+    epilog = ("Dashes and underscores both work. Booleans take true/false; those on by default also take --no_FLAG. "
+              "Flags marked REFUSED change nothing in a pruning run and are refused with the reason shown.")
+    return render_source_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, None),
+                                                  (MASK_GROUP, PruningFields, None),
+                                                  ("every TrainingArguments flag", training, notes)], epilog=epilog)
 
 
 def full_parser():
@@ -218,7 +265,37 @@ def prune_command(argv: Sequence[str]) -> int:
 
 
 def run_prune(script: PruneScriptArguments, args) -> dict:
-    """Load, tokenize, compute means, prune, binarize, save; returns the summary printed by the CLI."""
+    """Claim the output folder, load, tokenize, compute means, prune, binarize, save; returns the summary printed by
+    the CLI (and recorded in the folder's run record)."""
+    from ..run_folder import claim_output_dir
+
+    check_script_arguments(script)
+    check_split_flags(script)
+    if not args.output_dir:
+        raise UsageError("prune needs --output_dir DIR (where the mask artifact goes).")
+    claim = claim_output_dir(args.output_dir, "prune", prune_settings(script, args),
+                             overwrite=script.overwrite_output_dir,
+                             inputs=[("--model", script.model), ("--dataset", script.dataset)])
+    with claim:
+        summary = _prune(script, args)
+        claim.finish(summary=summary)
+    return summary
+
+
+def prune_settings(script: PruneScriptArguments, args) -> dict[str, Any]:
+    """What decides this run's masks: every flag of `PruneScriptArguments` but the overwrite switch, and the training
+    settings of the run fingerprint (`training.fingerprint`)."""
+    from dataclasses import asdict
+
+    from ..run_folder import local_paths
+    from ..training.fingerprint import SETTING_FIELDS
+    settings = {k: v for k, v in asdict(script).items() if k != "overwrite_output_dir"}
+    settings.update(model=local_paths(script.model), dataset=local_paths(script.dataset))
+    settings.update({name: getattr(args, name, None) for name in SETTING_FIELDS})
+    return settings
+
+
+def _prune(script: PruneScriptArguments, args) -> dict:
     import transformers
 
     from ..config import PruningConfig
@@ -226,15 +303,17 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     from ..model import PrunableModel
     from ..training.trainer import PruningTrainer
 
-    check_script_arguments(script)
     resume = resume_checkpoint(args)
-    task = resolve_task(script)
-    train = load_dataset_checked(script.dataset, script.dataset_config, script.train_split, "--dataset")
-    if script.max_train_examples:
-        train = train.select(range(min(script.max_train_examples, len(train))))
-    columns = resolve_text_columns(train.column_names, script.text_columns)
-
     hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
+    config = load_model_config(script)
+    task = resolve_task(script, config)
+    data = load_prune_data(script, args.seed)
+    train = data.train
+    columns = resolve_text_columns(train.column_names, script.text_columns)
+    task_loss = getattr(args, "objective", "kl") != "kl"   # the task loss needs the subtask's labels
+    if task_loss:
+        train = check_labels(train, config, task)
+
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -243,29 +322,33 @@ def run_prune(script: PruneScriptArguments, args) -> dict:
     if script.init_mean is not None:
         settings["init_mean"] = script.init_mean
     model = PrunableModel.from_pretrained(script.model, pruning_config=PruningConfig(**settings),
-                                          model_class=getattr(transformers, TASK_CLASSES[task]), **hf_kwargs)
+                                          model_class=getattr(transformers, TASK_CLASSES[task]), config=config,
+                                          **hf_kwargs)
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
 
-    task_loss = getattr(args, "objective", "kl") != "kl"   # the task loss needs the subtask's labels
     train_tok = tokenize_dataset(train, tokenizer, columns, script.max_length, keep_labels=task_loss)
     collator = transformers.DataCollatorWithPadding(tokenizer)
     means_data = train_tok.select(range(min(script.means_examples, len(train_tok))))
     if model.pruning_config.ablation == "mean":
         model.compute_means(means_data, batch_size=args.per_device_eval_batch_size,
                             collate_fn=collator, device=args.device, keep_dropout=args.keep_dropout)
-    if script.eval_split:
-        eval_raw = load_dataset_checked(script.dataset, script.dataset_config, script.eval_split, "--eval_split")
-        eval_tok = tokenize_dataset(eval_raw, tokenizer, columns, script.max_length, keep_labels=False)
+    if data.eval is not None:
+        eval_tok = tokenize_dataset(data.eval, tokenizer, columns, script.max_length, keep_labels=False)
     else:
-        eval_tok = train_tok.select(range(min(256, len(train_tok))))
+        eval_tok = train_tok.select(range(min(DEFAULT_EVAL_EXAMPLES, len(train_tok))))
     trainer = PruningTrainer(model=model, args=args, train_dataset=train_tok, data_collator=collator,
                              processing_class=tokenizer)
     trainer.train(resume_from_checkpoint=resume)
     report = model.sparsity_report()
     faithful = trainer.faithfulness(eval_tok)
-    return {"output_dir": args.output_dir, "task": task, **report, "target_sparsity": args.target_sparsity,
-            "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"]}
+    penalty = getattr(trainer.args, "sparsity_control", "lagrangian") == "penalty"
+    convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None
+    return {"output_dir": args.output_dir, "task": task, **report,
+            "target_sparsity": None if penalty else args.target_sparsity,
+            "sparsity_control": "penalty" if penalty else "lagrangian",
+            "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"],
+            "evaluated_on": data.eval_description, "convergence": convergence}
 
 
 def selection_settings(script: PruneScriptArguments) -> dict:
@@ -298,51 +381,86 @@ def parse_layers(text: str) -> list[int]:
     return layers
 
 
-def resume_checkpoint(args) -> str | None:
-    """`--resume_from_checkpoint DIR` or `last` (the newest `checkpoint-*` under `--output_dir`), checked before any
-    work so that a typo fails now instead of silently restarting from step 0."""
+def resume_checkpoint(args) -> str | bool | None:
+    """`--resume_from_checkpoint DIR` or `last`, checked before any work so that a typo fails now instead of silently
+    restarting from step 0. `last` stays `True`: the trainer picks the newest checkpoint *of this run* (its settings
+    fingerprint, `training.fingerprint`), and refuses a checkpoint of another run naming the difference."""
     from ..errors import PruningError
     wanted = args.resume_from_checkpoint
     if wanted in (None, "", "False", "false"):
         return None
     if str(wanted).lower() in ("last", "true"):
-        from transformers.trainer_utils import get_last_checkpoint
-        last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
-        if last is None:
+        from pathlib import Path
+        if not any(Path(args.output_dir).glob("checkpoint-*")):
             raise PruningError(f"--resume_from_checkpoint {wanted}: no checkpoint-* folder under {args.output_dir}; "
                                "run without it to start from step 0, or pass a checkpoint folder.")
-        return last
+        return True
     if not os.path.isfile(os.path.join(wanted, "trainer_state.json")):
         raise PruningError(f"--resume_from_checkpoint {wanted}: not a finished Trainer checkpoint (no "
-                           "trainer_state.json); pass a checkpoint-* folder written by --save_strategy steps, or 'last'.")
+                           "trainer_state.json); pass a checkpoint-* folder written by --save_strategy steps, or "
+                           "'last'.")
     return wanted
 
 
-def resolve_task(script: PruneScriptArguments) -> str:
+def load_model_config(script: PruneScriptArguments):
+    """The model's config, read once (a GGUF file is parsed in full for it, so it is not read twice)."""
+    import transformers
+    kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
+    return transformers.AutoConfig.from_pretrained(script.model, **kwargs)
+
+
+def resolve_task(script: PruneScriptArguments, config: Any = None) -> str:
+    """`--task`, or for `auto` the task of the head `config.architectures` names. A GGUF file names no class, only
+    its architecture: decoder families (llama, qwen2, ...) are causal LMs. A config with no task head (e.g.
+    `BertModel`) is refused: a head would be added with random weights and every verdict would be inconclusive."""
     if script.task != "auto":
         if script.task not in TASK_CLASSES:
             raise UsageError(f"--task {script.task!r} is not one of auto, {', '.join(TASK_CLASSES)}.")
         return script.task
-    import transformers
-    kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
-    config = transformers.AutoConfig.from_pretrained(script.model, **kwargs)
+    if config is None:
+        config = load_model_config(script)
     names = " ".join(getattr(config, "architectures", None) or [])
     if "ForCausalLM" in names or "LMHeadModel" in names:
         return "causal_lm"
     if "ForTokenClassification" in names:
         return "token_classification"
-    return "sequence_classification"
+    if "ForSequenceClassification" in names:
+        return "sequence_classification"
+    model_type = getattr(config, "model_type", None)
+    if script.gguf_file and _is_decoder_type(model_type):
+        return "causal_lm"
+    what = f"the GGUF architecture {model_type!r}" if script.gguf_file else \
+        f"config.architectures {names.split() or None}"
+    raise UsageError(f"--task auto cannot tell the task of --model {script.model}: {what} names no task head. Pass "
+                     "--task causal_lm, sequence_classification or token_classification (a classification head "
+                     "missing from the checkpoint starts random, and pruning an untrained head gives inconclusive "
+                     "verdicts: fine-tune it first).")
+
+
+def _is_decoder_type(model_type: str | None) -> bool:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    encoders = {"bert", "roberta", "xlm-roberta", "electra", "camembert", "nomic_bert", "t5", "modernbert"}
+    return bool(model_type) and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in encoders
 
 
 def format_summary(summary: dict) -> str:
+    """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome),
+    faithfulness and the data it was measured on, and the convergence verdict (always)."""
+    from ..training.convergence import verdict_line
     lines = ["", "Pruning summary", "---------------"]
     lines.append(f"units kept          {summary['units_kept']} of {summary['units_total']} "
                  f"(heads {summary.get('heads_kept', '-')}/{summary.get('heads_total', '-')}, "
                  f"MLPs {summary.get('mlps_kept', '-')}/{summary.get('mlps_total', '-')})")
-    lines.append(f"realized sparsity   {summary['sparsity']:.4f} (target {summary['target_sparsity']:.4f}; "
-                 f"{summary['sparsity_params']:.4f} of unit parameters)")
+    if summary.get("target_sparsity") is None:
+        lines.append(f"sparsity reached    {summary['sparsity']:.4f} ({summary['sparsity_params']:.4f} of unit "
+                     "parameters; --sparsity_control penalty has no target: this is what the penalty left)")
+    else:
+        lines.append(f"realized sparsity   {summary['sparsity']:.4f} (target {summary['target_sparsity']:.4f}; "
+                     f"{summary['sparsity_params']:.4f} of unit parameters)")
     lines.append(f"KL to full model    {summary['kl_to_full_model']:.5f}")
     lines.append(f"agreement           {summary['agreement_with_full_model']:.4f}")
+    lines.append(f"evaluated on        {summary.get('evaluated_on', '-')}")
+    lines.append(f"verdict             {verdict_line(summary.get('convergence'))}")
     lines.append(f"masks saved to      {summary['output_dir']}")
     lines.append(json.dumps(summary, default=str))
     return "\n".join(lines)

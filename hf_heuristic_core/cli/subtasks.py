@@ -31,20 +31,42 @@ class SubtasksArguments:
     reference: str | None = field(default=None, metadata={
         "help": "The full-task mask artifact: report |M_k & M_0| / |M_0| per layer for each subtask mask."})
     figure: bool = field(default=True, metadata={"help": "Write the sharing bar chart (needs matplotlib)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write into an --output_dir that holds another run's or another command's files (nothing is "
+                "deleted)."})
+    allow_unfinished: bool = field(default=False, metadata={
+        "help": "Compare masks that are not finished runs' (a mid-run checkpoint-N, masks never fixed); refused "
+                "without it."})
 
 
 def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
-    from ..analysis.subtasks import mask_overlap, remaining_fraction, sharing_fractions
-    from ..artifacts import read_artifact
+    """Claim the output folder, then compare the masks (see the module docstring)."""
     from ..errors import ArtifactError
-    from ..io_utils import atomic_write_text
+    from ..run_folder import claim_output_dir, local_paths
 
     if len(args.masks) < 2:
         raise ArtifactError(f"subtasks compares masks: pass at least two artifacts to --masks, got {args.masks}.")
     names = list(args.names) if args.names else [Path(m).name for m in args.masks]
     if len(names) != len(args.masks) or len(set(names)) != len(names):
         raise ArtifactError(f"--names must give one distinct name per mask ({len(args.masks)}), got {names}.")
+    settings = {"masks": [local_paths(m) for m in args.masks], "names": names,
+                "reference": local_paths(args.reference)}
+    inputs = [("--masks", m) for m in args.masks] + [("--reference", args.reference)]
+    with claim_output_dir(args.output_dir, "subtasks", settings, overwrite=args.overwrite_output_dir,
+                          inputs=inputs) as claim:
+        summary = _compare(args, names)
+        claim.finish()
+    return summary
+
+
+def _compare(args: SubtasksArguments, names: list[str]) -> dict[str, Any]:
+    from ..analysis.subtasks import mask_overlap, remaining_fraction, sharing_fractions, sharing_over_union
+    from ..artifacts import check_finished, read_artifact
+    from ..errors import ArtifactError
+    from ..io_utils import atomic_write_text
+
     artifacts = [read_artifact(m) for m in args.masks]
+    unfinished = {m: check_finished(m, args.allow_unfinished, "--masks", a) for m, a in zip(args.masks, artifacts)}
     granularities = {a.config.granularity for a in artifacts}
     shapes = [{k: tuple(v.shape) for k, v in a.masks.items()} for a in artifacts]
     if len(granularities) != 1 or any(s != shapes[0] for s in shapes):
@@ -54,9 +76,12 @@ def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
     summary: dict[str, Any] = {"names": names, "granularity": granularities.pop(),
                                "overlap": {f"{names[0]} vs {names[1]}": mask_overlap(masks[names[0]],
                                                                                      masks[names[1]])},
-                               "sharing": sharing_fractions(masks)}
+                               "sharing": sharing_fractions(masks), "sharing_over_union": sharing_over_union(masks),
+                               "unfinished_masks": {m: r for m, r in unfinished.items() if r}}
     if args.reference:
-        reference = read_artifact(args.reference).masks
+        reference_artifact = read_artifact(args.reference)
+        check_finished(args.reference, args.allow_unfinished, "--reference", reference_artifact)
+        reference = reference_artifact.masks
         summary["remaining"] = {name: remaining_fraction(m, reference) for name, m in masks.items()}
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -83,8 +108,11 @@ def _markdown(summary: dict[str, Any]) -> str:
              "| layer | kept A | kept B | IoU | IoMin |", "|---|---|---|---|---|"]
     lines += [f"| {layer} | {r['size_a']} | {r['size_b']} | {_fmt(r['iou'])} | {_fmt(r['iomin'])} |"
               for layer, r in rows.items()]
-    lines += ["", "## Shared fraction of each mask's weights", "", "| layer | " + " | ".join(names) + " |",
-              "|---|" + "---|" * len(names)]
+    lines += ["", "## Shared fraction of each mask's weights", "",
+              "Per layer |M_i & OR_{j != i} M_j| / |M_i|; total: the same ratio over all layers. Over the union of "
+              "all masks instead (Csordás' plotting code; the IoU for two masks): "
+              + ", ".join(f"{n} {_fmt(summary['sharing_over_union'][n])}" for n in names) + ".", "",
+              "| layer | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for layer in summary["sharing"][names[0]]:
         lines.append(f"| {layer} | " + " | ".join(_fmt(summary["sharing"][n][layer]) for n in names) + " |")
     if "remaining" in summary:
@@ -98,6 +126,9 @@ def subtasks_command(argv: Sequence[str]) -> int:
     parser = HfArgumentParser(SubtasksArguments, prog="hf-heuristic-core subtasks", description=DESCRIPTION)
     (args,) = parser.parse_args_into_dataclasses(args=list(argv))
     summary = run_subtasks(args)
+    for masks, reasons in summary["unfinished_masks"].items():
+        print(f"WARNING: {masks} are unfinished masks (--allow_unfinished): {'; '.join(reasons)}")
     totals = ", ".join(f"{n} {_fmt(summary['sharing'][n]['total'])}" for n in summary["names"])
-    print(f"Shared fraction (total): {totals}. Written to {args.output_dir}/subtasks.md")
+    print(f"Shared fraction (total over layers, of each mask's kept entries): {totals}. Written to "
+          f"{args.output_dir}/subtasks.md")
     return 0

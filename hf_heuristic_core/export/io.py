@@ -1,13 +1,17 @@
 """Saving, reloading and pushing slim models; a slim folder and a mask artifact refuse to pass for each other.
 
 `save_slim` writes the model (`save_pretrained`: safetensors + config with the layout) and a model card into a temp
-folder beside the target and renames it into place, so a failed save never leaves a half-written folder.
+folder beside the target and renames it into place, so a failed save never leaves a half-written folder. It replaces
+only a previous slim export: a folder holding anything else is refused unless asked (and then nothing is deleted),
+and the mask artifact the model came from is never written over (before, export emptied the target folder, even
+when it was the masks folder).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -66,18 +70,81 @@ def slim_card_text(model: nn.Module) -> str:
     return "\n".join(lines)
 
 
-def save_slim(model: nn.Module, save_directory: str | os.PathLike, **save_kwargs: Any) -> Path:
-    """Write a slim model (from `export_slim`) and its card; the folder appears complete or not at all."""
+# Files a slim export writes (save_pretrained + card); a folder of only these (plus hidden files and the run record)
+# is a previous export that a new one may replace as a whole.
+SLIM_FILES = re.compile(r"^(config\.json|generation_config\.json|README\.md|model(-\d+-of-\d+)?\.safetensors|"
+                        r"model\.safetensors\.index\.json|hf_heuristic_core_run\.json)$")
+MODEL_FILES = re.compile(r"^(config\.json|.*\.safetensors|.*\.bin|.*\.index\.json|.*\.gguf)$")
+
+
+def _folder_state(target: Path) -> str:
+    """"new" (absent, empty, or only hidden files / a run record), "slim" (a previous slim export and nothing else) or
+    "other" (anything else: another model, a mask artifact, unrelated files)."""
+    if not target.exists():
+        return "new"
+    visible = [p for p in target.iterdir() if not p.name.startswith(".")]
+    if all(p.name == "hf_heuristic_core_run.json" for p in visible):
+        return "new"
+    if all(p.is_file() and SLIM_FILES.match(p.name) for p in visible) and _is_slim_config(target):
+        return "slim"
+    return "other"
+
+
+def _is_slim_config(folder: Path) -> bool:
+    try:
+        return SLIM_KEY in json.loads((folder / MODEL_CONFIG_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def _check_not_source(model: nn.Module, target: Path) -> None:
+    """The masks a slim model came from must survive its export (an export into the masks folder replaced them)."""
+    source = (slim_info(model) or {}).get("source", {}).get("masks")
+    if not source or not Path(source).expanduser().exists():
+        return
+    masks, folder = Path(source).expanduser().resolve(), target.expanduser().resolve()
+    if masks == folder or folder in masks.parents:
+        raise ExportError(f"The output folder {target} {'is' if masks == folder else 'holds'} the mask artifact "
+                          f"{source} this slim model came from; writing there would replace it. Choose another "
+                          "output folder.")
+
+
+def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bool = False,
+              **save_kwargs: Any) -> Path:
+    """Write a slim model (from `export_slim`) and its card.
+
+    Into a new or empty folder, or over a previous slim export, the folder appears complete or not at all (written
+    beside it, then swapped in). A folder holding anything else is refused unless `overwrite=True`, which writes the
+    slim files into it and deletes nothing; a folder holding another model's weights or config is refused even then
+    (the two models' files would mix), as is the mask artifact the slim model came from."""
     if slim_info(model) is None:
         raise ExportError("This model was not made by export_slim (its config has no slim layout); save a plain "
                           "model with model.save_pretrained(dir), or masks with PrunableModel.save_pretrained(dir).")
     target = Path(save_directory)
+    _check_not_source(model, target)
+    state = _folder_state(target)
+    if state == "other":
+        visible = sorted(p.name for p in target.iterdir() if not p.name.startswith("."))
+        clashing = [name for name in visible if MODEL_FILES.match(name)]
+        if not overwrite:
+            raise ExportError(f"{target} is not empty and holds no previous slim export ({', '.join(visible[:6])}"
+                              f"{' ...' if len(visible) > 6 else ''}); choose another folder, or pass overwrite=True "
+                              "(--overwrite_output_dir) to write the slim model into it (nothing is deleted).")
+        if clashing:
+            raise ExportError(f"{target} holds another model's or artifact's files ({', '.join(clashing[:6])}); the "
+                              "slim model's files would mix with them. Choose another (or an empty) folder.")
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(temp, **save_kwargs)
         (temp / "README.md").write_text(slim_card_text(model))
-        if target.exists():
+        if state == "other":   # overwrite: file by file, each replaced atomically, nothing else touched
+            for path in sorted(temp.iterdir(), key=lambda p: p.name == MODEL_CONFIG_NAME):   # config last
+                os.replace(path, target / path.name)
+        elif target.exists():
+            for path in target.iterdir():   # keep the run record and hidden files (a lock) across the swap
+                if path.is_file() and (path.name.startswith(".") or path.name == "hf_heuristic_core_run.json"):
+                    shutil.copy2(path, temp / path.name)
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
             os.replace(target, old / "previous")
             os.replace(temp, target)

@@ -9,7 +9,9 @@ holds an original key/value head (or -1: a zero placeholder). This one descripti
   keeps, say, 3 query heads of one group and 1 of another, export picks the group size `r` that needs the fewest
   projection rows: each group is cut into chunks of `r` query heads, the last chunk padded with zero-output heads,
   and its key/value head is duplicated once per chunk. `r = 1` duplicates kv heads, `r = max` pads query heads;
-  both are exact, and the cost is the padded heads' / duplicated kv heads' compute (counted in `extra_rows`).
+  both are exact, and the cost is the padded heads' / duplicated kv heads' compute (counted in `extra_rows`). Only
+  group sizes that keep at most the layer's original number of key/value heads are considered, so a slim model's
+  KV cache is never larger than the original's (`r = max` always qualifies).
 - **A layer that keeps no head.** Stock attention code cannot reshape a zero-width projection, so the layer keeps
   one placeholder head with zero query/key/value rows and zero output columns (exact: it adds nothing); the layer's
   attention output is then the output bias, into which every head's mean was folded.
@@ -93,7 +95,10 @@ def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, inter
         kv = sum(-(-len(heads) // size) for heads in groups.values())
         return 2 * kv * size + 2 * kv, kv   # q + o rows per query slot, k + v rows per kv slot; then fewer kv slots
 
-    size = min(range(1, largest + 1), key=cost)
+    # Never more key/value slots than the layer had: a duplicated kv head saves projection rows but grows the KV cache
+    # beyond the original model's (a SmolLM2 export had 95 kv heads for the full model's 90). `largest` always fits.
+    allowed = [r for r in range(1, largest + 1) if cost(r)[1] <= num_kv_heads]
+    size = min(allowed, key=cost)
     query_slots: list[int] = []
     kv_slots: list[int] = []
     for k, heads in groups.items():

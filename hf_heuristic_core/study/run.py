@@ -79,7 +79,11 @@ class StudyArguments:
     device: str = field(default="auto", metadata={"help": "auto (cuda when present), cuda or cpu."})
     seed: int = field(default=0, metadata={"help": "Seed of data generation and fine-tuning."})
     config: str | None = field(default=None, metadata={
-        "help": "YAML/JSON file with any of these fields (e.g. examples/paper_bert_mnli.yaml); flags given with it win."})
+        "help": "YAML/JSON file with any of these fields (e.g. examples/paper_bert_mnli.yaml); flags given with it "
+                "win."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write into an --output_dir that holds another study (other settings) or other files (nothing is "
+                "deleted). A study with the same settings resumes without it; --seeds and --sparsities may grow."})
 
     def __post_init__(self) -> None:
         if self.config:
@@ -166,8 +170,38 @@ def _mark(marker: Path, info: dict[str, Any]) -> None:
     atomic_write_text(marker, json.dumps(info, indent=2, default=str) + "\n")
 
 
+# Study flags that do not change what an existing study folder holds: more seeds or sparsities add runs, the
+# analysis is redone every time, and the device does not change the numbers' meaning.
+NOT_IDENTITY = ("output_dir", "config", "overwrite_output_dir", "seeds", "sparsities", "device", "max_core_units",
+                "ablation_non_core_sample")
+
+
+def study_identity(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if k not in NOT_IDENTITY}
+
+
+def _legacy_study(folder: Path) -> dict[str, Any] | None:
+    """The settings of a study folder written before run records (its study_args.json)."""
+    try:
+        return study_identity(json.loads((folder / "study_args.json").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
 def run_study(args: StudyArguments) -> dict[str, Any]:
-    """Run (or resume) the study; returns the paths and headline numbers."""
+    """Claim the output folder (a study of other settings there is refused, see `run_folder`), then run or resume
+    the study; returns the paths and headline numbers."""
+    from ..run_folder import claim_output_dir
+    inputs = [("--model", args.model if args.model != "minilm" else None), ("--train", args.train),
+              ("--id_eval", args.id_eval), ("--ood_eval", args.ood_eval)]
+    with claim_output_dir(args.output_dir, "study", study_identity(asdict(args)), overwrite=args.overwrite_output_dir,
+                          inputs=inputs, legacy_settings=_legacy_study) as claim:
+        summary = _run_study(args)
+        claim.finish()
+    return summary
+
+
+def _run_study(args: StudyArguments) -> dict[str, Any]:
     import torch
     import transformers
 
@@ -225,7 +259,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     runs = prune_many(str(model_path), prune_inputs, eval_sets, out / "runs", args.floats(args.sparsities),
                       args.ints(args.seeds), pruning_config=recipe_config, pruning_overrides=overrides,
                       data_collator=collator, tokenizer=tokenizer, means_examples=args.means_examples,
-                      data_spec=data.spec)
+                      data_spec=data.spec, overwrite_output_dir=args.overwrite_output_dir)
     timings["prune_many"] = time.time() - t0
 
     # 3. Analyze.

@@ -10,6 +10,12 @@ ranking is little more than the initialization noise. Two measurements tell the 
   nothing and the verdict rests on the second measurement alone;
 * **whether the logits moved:** the rank correlation between the final and the initial logits. Near 1, the final
   ranking is the initial one, i.e. noise.
+
+The verdict has three values (`status`): "converged", "not_converged", or "inconclusive" when random subnetworks of
+this size are already faithful, so faithfulness cannot tell a learned subnetwork from chance (e.g. a classifier with
+an untrained head, whose outputs hardly depend on its heads). `converged` is True, False or None (inconclusive).
+Artifacts written before the third value (`converged: true` with an "inconclusive: ..." verdict) read as
+inconclusive through `verdict_status`.
 """
 
 from __future__ import annotations
@@ -22,19 +28,23 @@ import torch
 
 from .losses import kl_to_teacher
 
-__all__ = ["ConvergenceReport", "MAX_KL_RATIO", "MAX_INIT_CORRELATION", "MIN_RANDOM_KL", "check_convergence",
-           "init_rank_correlation", "random_masks_like"]
+__all__ = ["CONVERGED", "ConvergenceReport", "INCONCLUSIVE", "MAX_KL_RATIO", "MAX_INIT_CORRELATION", "MIN_RANDOM_KL",
+           "NOT_CONVERGED", "check_convergence", "init_rank_correlation", "random_masks_like", "verdict_line",
+           "verdict_status"]
 
 MAX_KL_RATIO = 0.5
 MIN_RANDOM_KL = 1e-3
 MAX_INIT_CORRELATION = 0.9
+CONVERGED, NOT_CONVERGED, INCONCLUSIVE = "converged", "not_converged", "inconclusive"
+STATUS_WORDS = {CONVERGED: "converged", NOT_CONVERGED: "NOT converged", INCONCLUSIVE: "inconclusive"}
 
 
 @dataclass
 class ConvergenceReport:
-    """The verdict of `check_convergence`, stored in the artifact (config `extra["convergence"]`, model card)."""
+    """The verdict of `check_convergence`, stored in the artifact (config `extra["convergence"]`, model card).
+    `converged` is None when the check is inconclusive (`status` says which of the three it is)."""
 
-    converged: bool
+    converged: bool | None
     verdict: str
     kl: float
     random_kl_median: float
@@ -44,6 +54,11 @@ class ConvergenceReport:
     subnetworks: int
     batches: int
     advice: str | None = None
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = CONVERGED if self.converged else INCONCLUSIVE if self.converged is None else NOT_CONVERGED
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,9 +122,10 @@ def check_convergence(kl: float, random_kl: list[float], correlation: float | No
     median = statistics.median(random_kl)
     ratio = kl / median if median > 0 else None
     moved = correlation is None or correlation <= MAX_INIT_CORRELATION
+    converged: bool | None
     if median < MIN_RANDOM_KL:
         verdict = "inconclusive: random subnetworks of this size are faithful too"
-        converged = moved
+        converged = None
     elif ratio is not None and ratio <= MAX_KL_RATIO:
         verdict = "converged"
         converged = True
@@ -120,7 +136,12 @@ def check_convergence(kl: float, random_kl: list[float], correlation: float | No
         verdict = "the mask logits kept their initial ranking"
         converged = False
     advice = None
-    if not converged:
+    if converged is None:
+        advice = ("Random subnetworks of this size already match the full model (median KL below "
+                  f"{MIN_RANDOM_KL:g}), so faithfulness cannot tell this subnetwork from chance: the model's outputs "
+                  "hardly depend on the pruned units (an untrained classification head?). Prune a model that was "
+                  "trained for its task, or judge the subnetwork on data where the full model's predictions vary.")
+    elif not converged:
         advice = ("The run was too short for its recipe: the masks barely moved from their initialization. Use "
                   "PruningArguments(recipe='short') (init 3, expected-L0 penalty, multiplier lr 0.1) for runs of a "
                   "few hundred steps, or train longer (the paper's recipe needs ~9000 steps)." if not moved else
@@ -128,3 +149,35 @@ def check_convergence(kl: float, random_kl: list[float], correlation: float | No
                   "training data exercises the behaviour you prune for.")
     return ConvergenceReport(converged, verdict, kl, median, ratio, correlation, random_kl, len(random_kl), batches,
                              advice)
+
+
+def verdict_status(convergence: Mapping[str, Any] | None) -> str | None:
+    """"converged", "not_converged" or "inconclusive" of a stored verdict (None when there is none), for verdicts of
+    any release: before the third value, an inconclusive check was stored as `converged: true` with a verdict text
+    starting "inconclusive"."""
+    if not convergence:
+        return None
+    status = convergence.get("status")
+    if status in STATUS_WORDS:
+        return status
+    if str(convergence.get("verdict", "")).startswith("inconclusive"):
+        return INCONCLUSIVE
+    converged = convergence.get("converged")
+    return None if converged is None else CONVERGED if converged else NOT_CONVERGED
+
+
+def verdict_line(convergence: Mapping[str, Any] | None) -> str:
+    """One line for summaries and cards: the status word, the reason and the two KLs."""
+    status = verdict_status(convergence)
+    if status is None:
+        return "not checked (convergence_check was off)"
+    assert convergence is not None
+    reason = str(convergence.get("verdict", ""))
+    reason = reason.split(": ", 1)[1] if reason.startswith("inconclusive: ") else reason
+    text = STATUS_WORDS[status] + ("" if reason in ("", "converged") else f": {reason}")
+    kl, median = convergence.get("kl"), convergence.get("random_kl_median")
+    if kl is not None and median is not None:
+        ratio = convergence.get("kl_ratio")
+        text += (f" (KL {kl:.4g} against a median of {median:.4g} for {convergence.get('subnetworks', '?')} random "
+                 f"subnetworks of the same size{f', {ratio:.3g}x' if ratio is not None else ''})")
+    return text

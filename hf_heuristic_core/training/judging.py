@@ -4,7 +4,9 @@
 run's own rule), so `eval_loss` (its KL to the full model) tracks what `train()` will save, and
 `metric_for_best_model`, `load_best_model_at_end` and early stopping select among such subnetworks rather than among
 the less sparse masks of the warm-up. At the end of `train()` the masks are binarized, fixed, checked against random
-subnetworks of the same size (`training.convergence`), and saved with the verdict.
+subnetworks of the same size (`training.convergence`), and saved with the verdict. At the start, the run's settings
+fingerprint (`training.fingerprint`) goes into the config every checkpoint saves, and a resume refuses a checkpoint
+of another run.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from typing import Any
 import torch
 
 from ..batching import LABEL_KEYS
-from .convergence import check_convergence, init_rank_correlation, random_masks_like, subnetwork_kls
+from .convergence import (
+    CONVERGED,
+    INCONCLUSIVE,
+    check_convergence,
+    init_rank_correlation,
+    random_masks_like,
+    subnetwork_kls,
+    verdict_line,
+)
+from .fingerprint import FINGERPRINT_KEY, checkpoint_of_this_run, run_fingerprint
 from .losses import kl_to_teacher
 
 logger = logging.getLogger(__name__)
@@ -28,16 +39,22 @@ __all__ = ["EXAMPLE_INDEX_COLUMN", "SubnetworkJudging"]
 class SubnetworkJudging:
     """Mixed into `PruningTrainer` (before `transformers.Trainer`)."""
 
-    # ------------------------------------------------------------------ the end of a run
+    # ------------------------------------------------------------------ the start and the end of a run
     def train(self, *args: Any, **kwargs: Any):
-        resume = kwargs.get("resume_from_checkpoint", args[0] if args else None)
+        resume = kwargs.pop("resume_from_checkpoint", args[0] if args else None)
+        args = args[1:]
+        fingerprint = run_fingerprint(self.args, self.prunable, self.train_dataset)
+        self.prunable.pruning_config.extra[FINGERPRINT_KEY] = fingerprint   # every checkpoint records it
         if resume is None or resume is False:
             self.initial_logits = {kind: logit.detach().cpu().clone() for kind, logit in
                                    self.prunable.mask_logits.items()}
-        output = super().train(*args, **kwargs)
+        else:
+            resume = checkpoint_of_this_run(self.args.output_dir, resume, fingerprint)
+        output = super().train(resume, *args, **kwargs)
         report = self.finalize_masks()
         if "convergence" in report:
             output.metrics["converged"] = report["convergence"]["converged"]
+            output.metrics["convergence_status"] = report["convergence"]["status"]
         return output
 
     def final_masks(self) -> dict[str, torch.Tensor]:
@@ -66,11 +83,12 @@ class SubnetworkJudging:
             self.convergence = self.judge(masks)
             report["convergence"] = self.convergence.to_dict()
             prunable.pruning_config.extra["convergence"] = report["convergence"]
-            if not self.convergence.converged:
-                logger.warning("The pruning run did not converge: %s (subnetwork KL %.4g, median of %d random "
-                               "subnetworks of the same size %.4g). %s", self.convergence.verdict,
-                               self.convergence.kl, self.convergence.subnetworks,
-                               self.convergence.random_kl_median, self.convergence.advice)
+            if self.convergence.status == INCONCLUSIVE:
+                logger.warning("The pruning run's convergence check is inconclusive: %s. %s",
+                               verdict_line(report["convergence"]), self.convergence.advice)
+            elif self.convergence.status != CONVERGED:
+                logger.warning("The pruning run did not converge: %s. %s", verdict_line(report["convergence"]),
+                               self.convergence.advice)
         if self.args.should_save:
             prunable.save_pretrained(self.args.output_dir)
         logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],

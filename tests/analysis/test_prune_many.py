@@ -422,3 +422,19 @@ def test_prune_many_records_convergence_and_the_report_flags_runs_that_did_not(t
     text = (runs / "report" / "report.md").read_text()
     assert "**Warning: 2 of 2 pruning runs did not converge**" in text
     assert "sp50-seed0 (the mask logits kept their initial ranking)" in text
+
+
+def test_prune_many_refuses_a_runs_folder_of_other_settings_but_takes_more_seeds(tmp_path):
+    from hf_heuristic_core.run_folder import OutputFolderError
+    train, eval_sets = _train_and_eval()
+    kwargs = dict(pruning_overrides=OVERRIDES, show_progress=False, controls=False)
+    prune_many(_fresh_model(), train, eval_sets, tmp_path / "runs", [0.5], [0], **kwargs)
+    more = prune_many(_fresh_model(), train, eval_sets, tmp_path / "runs", [0.5], [0, 1], **kwargs)   # more seeds
+    assert [r["run"] for r in more.results] == ["sp50-seed0", "sp50-seed1"]
+    other = {**OVERRIDES, "max_steps": 5}
+    with pytest.raises(OutputFolderError, match=r"settings differ: pruning_overrides.max_steps: 4 -> 5"):
+        prune_many(_fresh_model(), train, eval_sets, tmp_path / "runs", [0.5], [2], **{**kwargs,
+                                                                                     "pruning_overrides": other})
+    with pytest.raises(OutputFolderError, match=r"train_data"):   # other training data, same everything else
+        prune_many(_fresh_model(), train.select(range(32)), eval_sets, tmp_path / "runs", [0.5], [2], **kwargs)
+    assert not (tmp_path / "runs" / "sp50-seed2").exists()

@@ -12,7 +12,7 @@ from torch import nn
 from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.analysis.subtasks import (
     clamp_accuracy, invert_masks, lepori_differences, mask_overlap, performance_drop_table, random_ablation_masks,
-    remaining_fraction, sharing_fractions, specialization_scores, subtask_test)
+    remaining_fraction, sharing_fractions, sharing_over_union, specialization_scores, subtask_test)
 
 A = {"l0.weight": np.array([[1, 1, 0], [0, 1, 0]]), "l1.weight": np.array([[1, 0], [0, 0]])}
 B = {"l0.weight": np.array([[1, 0, 0], [1, 1, 1]]), "l1.weight": np.array([[0, 1], [0, 0]])}
@@ -37,11 +37,17 @@ def test_sharing_fraction_per_layer_and_total_by_hand():
     a, b, c = (m["l0.weight"].astype(bool) for m in (A, B, C))
     assert shares["A"]["l0.weight"] == pytest.approx((a & (b | c)).sum() / a.sum())   # 2 / 3
     assert shares["C"]["l0.weight"] == pytest.approx((c & (a | b)).sum() / c.sum())   # 1 / 1
-    union0, union1 = (a | b | c).sum(), 3
-    shared_c = (c & (a | b)).sum() + 0
-    assert shares["C"]["total"] == pytest.approx(shared_c / (union0 + union1))
+    # "total" is the per-layer quantity over all layers: shared kept entries / kept entries of the mask itself.
+    # A keeps 3 + 1 entries; 2 (layer 0) + 0 (layer 1) of them are kept by B or C.
+    assert shares["A"]["total"] == pytest.approx(2 / 4)
+    assert shares["C"]["total"] == pytest.approx(0 / 2)
     two = sharing_fractions({"A": _t(A), "B": _t(B)})
-    assert two["A"]["total"] == pytest.approx(mask_overlap(_t(A), _t(B))["total"]["iou"])   # IoU for two masks
+    assert two["A"]["total"] == pytest.approx(2 / 4) and two["B"]["total"] == pytest.approx(2 / 5)
+    # The number "total" used to be (shared over the union; the IoU for two masks) is sharing_over_union: 2 / 7.
+    union = sharing_over_union({"A": _t(A), "B": _t(B)})
+    assert union["A"] == pytest.approx(mask_overlap(_t(A), _t(B))["total"]["iou"]) == pytest.approx(2 / 7)
+    union0, union1 = (a | b | c).sum(), 3
+    assert sharing_over_union({"A": _t(A), "B": _t(B), "C": _t(C)})["A"] == pytest.approx(2 / (union0 + union1))
 
 
 def test_remaining_fraction_against_the_full_task_mask():

@@ -57,8 +57,12 @@ def test_subtask_only_folder_gets_overlap_sharing_and_remaining_by_hand(runs):
     text = (runs / "report" / "report.md").read_text()
     assert "| 0.weight | 3 | 4 | 0.400 | 0.667 |" in text
     assert "No accuracies recorded" in text and "total IoU of about 0.333 and IoMin of 0.562" in text
-    assert json.loads((runs / "report" / "report.json").read_text())["subtasks"]["sharing"]["sr2"]["total"] == \
-        pytest.approx(2 / 7)
+    saved = json.loads((runs / "report" / "report.json").read_text())["subtasks"]
+    # "total" is the per-layer quantity over all layers: sr2 keeps 5 entries, 2 of them also kept by sr1 (before, the
+    # total divided by the union, 2 / 7, the IoU; that number is now "sharing_over_union").
+    assert saved["sharing"]["sr2"]["total"] == pytest.approx(2 / 5)
+    assert saved["sharing"]["sr1"]["total"] == pytest.approx(2 / 4)
+    assert saved["sharing_over_union"]["sr2"] == pytest.approx(2 / 7)
 
 
 def test_recorded_accuracies_give_the_drop_table_and_scores_by_hand(runs):

@@ -43,7 +43,8 @@ def test_analyze_cli_adds_the_subtask_section(tmp_path, capsys):
     code = main(["analyze", str(runs), "--no_ablation", "--no_attention", "--subtasks", "add=add,mul=mul"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "1 subnetworks" in printed and "shared fraction (total) add 0.200, mul 0.200" in printed
+    # each mask keeps 3 entries, 1 of them shared: 1/3 of each mask's entries (the IoU, 1/5, is not this number)
+    assert "1 subnetworks" in printed and "shared fraction (total) add 0.333, mul 0.333" in printed
     report = json.loads((runs / "report" / "report.json").read_text())
     total = report["subtasks"]["overlap"]["add vs mul"]["total"]
     assert total["iou"] == pytest.approx(1 / 5) and total["iomin"] == pytest.approx(1 / 3)

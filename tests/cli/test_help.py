@@ -23,12 +23,16 @@ def _accepted(dataclass_types) -> set[str]:
             if option.startswith("--") and "-" not in option[2:] and not option.startswith("--no_")} - {"--help"}
 
 
-@pytest.mark.parametrize("name", ["study", "effective-size", "analyze"])
+@pytest.mark.parametrize("name", ["study", "effective-size", "analyze", "export", "subtasks", "induce"])
 def test_fast_help_lists_every_accepted_flag(name):
     from hf_heuristic_core.cli.analyze import AnalyzeArguments
     from hf_heuristic_core.cli.effective_size import EffectiveSizeArguments
+    from hf_heuristic_core.cli.export import ExportScriptArguments
+    from hf_heuristic_core.cli.induce import InductionArguments
+    from hf_heuristic_core.cli.subtasks import SubtasksArguments
     from hf_heuristic_core.study.run import StudyArguments
-    types = {"study": StudyArguments, "effective-size": EffectiveSizeArguments, "analyze": AnalyzeArguments}
+    types = {"study": StudyArguments, "effective-size": EffectiveSizeArguments, "analyze": AnalyzeArguments,
+             "export": ExportScriptArguments, "subtasks": SubtasksArguments, "induce": InductionArguments}
     assert _listed(command_help(name)) == _accepted(types[name])
 
 
@@ -53,10 +57,13 @@ def test_search_package_names_match_search_run():
     assert defaults.SEARCH_STRATEGIES == run.SEARCH_STRATEGIES and defaults.DEFAULT_STEPS == run.DEFAULT_STEPS
 
 
-@pytest.mark.parametrize("command", [[], ["prune"], ["study"], ["effective-size"], ["analyze"]])
+@pytest.mark.parametrize("command", [[], ["prune"], ["study"], ["effective-size"], ["analyze"], ["export"],
+                                     ["subtasks"], ["induce"], ["prune", "--help-all"]])
 def test_help_imports_neither_torch_nor_transformers(command):
+    """Every help, --help-all included, stays fast: none imports torch, transformers or datasets."""
+    argv = command if "--help-all" in command else command + ["--help"]
     code = ("import sys; from hf_heuristic_core.cli import main; "
-            f"assert main({command + ['--help']!r}) == 0; "
+            f"assert main({argv!r}) == 0; "
             "heavy = [m for m in ('torch', 'transformers', 'datasets') if m in sys.modules]; "
             "assert not heavy, heavy")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

@@ -74,9 +74,13 @@ def test_subtasks_cli_writes_overlap_and_sharing(tiny_bert_dir, tmp_path, capsys
     summary = json.loads((tmp_path / "out" / "subtasks.json").read_text())
     total = summary["overlap"]["A vs B"]["total"]
     assert total["iou"] == pytest.approx(1 / 3) and total["iomin"] == pytest.approx(1 / 2)
-    assert summary["sharing"]["A"]["total"] == pytest.approx(1 / 3)
+    # each mask keeps half of every tensor and a quarter is kept by both: half of each mask's entries are shared
+    # (the total used to be the IoU, 1/3, which is now sharing_over_union)
+    assert summary["sharing"]["A"]["total"] == pytest.approx(1 / 2)
+    assert summary["sharing_over_union"]["A"] == pytest.approx(1 / 3)
     assert "| IoU |" in (tmp_path / "out" / "subtasks.md").read_text()
-    assert "Shared fraction (total): A 0.333, B 0.333" in capsys.readouterr().out
+    assert "Shared fraction (total over layers, of each mask's kept entries): A 0.500, B 0.500" in \
+        capsys.readouterr().out
 
 
 def test_prune_cli_stores_weight_mask_logits_in_bf16_when_asked(tiny_bert_dir, tmp_path, capsys):

@@ -114,6 +114,9 @@ def test_edited_folder_is_detected(tmp_path):
     ([1, 1, 1, 1, 0, 0, 0, 0, 0], 3, (0, 1, 2, 3, -1, -1), (0, 1)),   # a whole group removed
     ([0, 0, 0, 0], 2, (-1,), (-1,)),                                  # nothing kept: one placeholder
     ([1, 0, 1, 1, 0, 0, 1, 1], 2, (0, 2, 3, 6, 7, -1), (0, 1)),
+    # 3 + 1 + 1 of 3 groups of 3: r=1 would cost the fewest rows (2x5+2x5=20 against r=3's 2x9+2x3=24) but needs 5
+    # kv heads, more than the layer's 3 (a larger KV cache than the original's): r=3 it is.
+    ([1, 1, 1, 0, 1, 0, 0, 0, 1], 3, (0, 1, 2, 4, -1, -1, 8, -1, -1), (0, 1, 2)),
 ])
 def test_group_size_choice(mask, kv, query_slots, kv_slots):
     """The rows each choice costs, by hand: (2 x query slots + 2 x kv slots); ties go to fewer kv slots. First case:

@@ -75,7 +75,7 @@ def test_default_short_run_finds_the_planted_units_and_says_it_converged(tmp_pat
                                         "filled_in": trainer.recipe_settings}
     assert saved["init_mean"] == 3.0
     card = (tmp_path / "auto" / "README.md").read_text()
-    assert "| converged | yes: converged (KL" in card
+    assert "| convergence check | converged (KL" in card
     assert read_artifact(tmp_path / "auto").config.extra["convergence"]["kl"] == pytest.approx(report.kl)
 
 
@@ -89,7 +89,7 @@ def test_the_paper_recipe_on_a_short_run_is_flagged_with_the_fix(tmp_path, caplo
     assert "did not converge" in caplog.text and "recipe='short'" in caplog.text
     saved = json.loads((tmp_path / "paper" / "pruning_config.json").read_text())
     assert saved["extra"]["convergence"]["converged"] is False
-    assert "| converged | NO:" in (tmp_path / "paper" / "README.md").read_text()
+    assert "| convergence check | NOT converged: the mask logits kept" in (tmp_path / "paper" / "README.md").read_text()
 
 
 def test_auto_recipe_by_run_length_and_explicit_settings_win(tmp_path):
@@ -131,7 +131,9 @@ def test_rank_correlation_and_verdicts_by_hand():
     good = check_convergence(0.01, [0.2, 0.4, 0.3], 0.1, 4)
     assert good.converged and good.kl_ratio == pytest.approx(1 / 30) and good.random_kl_median == 0.3
     assert not check_convergence(0.2, [0.2, 0.4, 0.3], 0.1, 4).converged
-    flat_random = check_convergence(1e-5, [1e-4, 2e-4], 0.2, 4)
-    assert flat_random.converged and flat_random.verdict.startswith("inconclusive")
+    flat_random = check_convergence(1e-5, [1e-4, 2e-4], 0.2, 4)   # random subnetworks are faithful too
+    assert flat_random.converged is None and flat_random.status == "inconclusive"   # was stored as converged
+    assert flat_random.verdict.startswith("inconclusive") and "untrained" in flat_random.advice
+    assert good.status == "converged" and check_convergence(0.2, [0.2, 0.4, 0.3], 0.1, 4).status == "not_converged"
     stuck = check_convergence(0.01, [0.2, 0.4, 0.3], 0.99, 4)
     assert not stuck.converged and "initial ranking" in stuck.verdict and "recipe='short'" in stuck.advice

@@ -1,0 +1,361 @@
+"""Output folders of the commands that write: whose files a folder holds, who writes it now, and whether a run may
+write into it. Nothing already saved is lost without being asked.
+
+A command claims its output folder before any model or data is loaded (`claim_output_dir`):
+
+- **writable:** the folder is created and a lock file written into it; a read-only folder fails here, not after the
+  run;
+- **one writer at a time:** the lock file holds the writer's pid, host and process start time. A second run into the
+  same folder refuses while the first is alive; a lock whose process is gone (same host) is stale and taken over;
+- **whose files:** `hf_heuristic_core_run.json` records the command (its *kind*) and the settings that decide its
+  result. A folder holding another kind's run, a run with other settings, or files that no run of ours recorded is
+  refused, naming what is there (and the differences), unless `overwrite=True` (`--overwrite_output_dir`). The same
+  kind with the same settings is the same run: it resumes or repeats;
+- **inputs are never outputs:** an output folder that is one of the command's inputs, or holds one, is refused even
+  with `overwrite` (export into the masks folder would otherwise replace the masks).
+
+Nothing here deletes a file: `overwrite` only lets a command write its own files into a folder that holds others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .io_utils import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LOCK_NAME", "RECORD_NAME", "FolderLock", "OutputClaim", "OutputFolderError", "check_writable",
+           "claim_output_dir", "local_paths", "read_record", "settings_differences"]
+
+RECORD_NAME = "hf_heuristic_core_run.json"
+LOCK_NAME = ".hf_heuristic_core.lock"
+RECORD_FORMAT = "hf_heuristic_core.run/1"
+OVERWRITE_FLAG = "--overwrite_output_dir"
+
+
+class OutputFolderError(UsageError):
+    """An output folder that a run may not write: another run's or another kind's files, locked, read-only, or one
+    of the run's own inputs. The message names what is there and the flag or folder to use instead."""
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The record
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def read_record(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The run record of `folder` (None when there is none or it cannot be read)."""
+    path = Path(folder) / RECORD_NAME
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("format") == RECORD_FORMAT else None
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def local_paths(value: Any) -> Any:
+    """A setting naming local files or folders (comma-separated allowed) with each existing one made absolute, so the
+    same run typed from another working directory has the same settings; Hub ids and other values are kept."""
+    if not isinstance(value, str) or not value:
+        return value
+    parts = [part.strip() for part in value.split(",")]
+    paths = [Path(part).expanduser() for part in parts]
+    if not all(path.exists() for path in paths):
+        return value
+    return ",".join(str(path.resolve()) for path in paths)
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as `a.b.c` keys, so that settings are compared entry by entry."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def settings_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """`key: old -> new` for every setting both runs recorded with different values, nested settings entry by entry
+    (`pruning_config.init_mean: 10.0 -> 3.0`). A key only one side knows was added or dropped by another release (a
+    new field of `PruningConfig`, say) and is not compared."""
+    old, new = _flat(_jsonable(dict(old))), _flat(_jsonable(dict(new)))
+    return [f"{key}: {old[key]!r} -> {new[key]!r}" for key in sorted(set(old) & set(new)) if old[key] != new[key]]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The lock
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of `pid` in clock ticks since boot (Linux), which tells a reused pid from the original."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()[19]
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's live process
+        return True
+    now = _process_start(pid)
+    return started is None or now is None or now == started
+
+
+def _held_by(lock: Path) -> dict[str, Any] | None:
+    """The lock's holder, or None when the lock is stale (its process is gone) or unreadable and old."""
+    try:
+        holder = json.loads(lock.read_text())
+    except (OSError, ValueError):
+        try:   # being written this very moment, or garbage: garbage older than a minute is stale
+            return None if time.time() - lock.stat().st_mtime > 60 else {"pid": "?", "host": "?", "since": "?"}
+        except OSError:
+            return None
+    if holder.get("host") != socket.gethostname():
+        return holder   # another machine's process cannot be checked from here
+    pid = holder.get("pid")
+    return holder if isinstance(pid, int) and _alive(pid, holder.get("process_start")) else None
+
+
+def _acquire(folder: Path, kind: str) -> Path:
+    lock = folder / LOCK_NAME
+    text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "kind": kind,
+                       "process_start": _process_start(os.getpid()),
+                       "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = _held_by(lock)
+            if holder is None:
+                logger.warning("%s: removing the stale lock of a run that is gone (%s).", folder, lock.name)
+                lock.unlink(missing_ok=True)
+                continue
+            raise OutputFolderError(
+                f"{folder} is being written by another run (pid {holder.get('pid')} on {holder.get('host')}, "
+                f"{holder.get('kind', 'a run')} since {holder.get('since')}); wait for it to finish or choose another "
+                f"output folder. If that run is gone, delete {lock}.") from None
+        except OSError as err:
+            raise _not_writable(folder, err) from err
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        return lock
+    raise OutputFolderError(f"Could not take the lock {lock}; another run keeps taking it. Choose another output "
+                            "folder.")
+
+
+def _not_writable(folder: Path, err: OSError) -> OutputFolderError:
+    return OutputFolderError(f"{folder} is not writable ({err.strerror or err}); choose another output folder or fix "
+                             "its permissions. Nothing was run.")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The claim
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class OutputClaim:
+    """A claimed output folder: holds the lock until `release()` (or the end of a `with` block) and records the run.
+    `finish(**info)` marks the run finished in its record (a folder whose run never finished is an unfinished input
+    for export and analyses)."""
+
+    def __init__(self, folder: Path, kind: str, settings: dict[str, Any], lock: Path, created: bool = False) -> None:
+        self.folder, self.kind, self.settings, self._lock = folder, kind, settings, lock
+        self.record: dict[str, Any] = {}
+        self.created = created   # the folder was new or empty: a run that fails before writing leaves nothing
+        self.finished = False
+        self.previous = read_record(folder)
+        self.snapshot = _snapshot(folder)
+
+    def write_record(self, finished: bool, **info: Any) -> None:
+        previous = read_record(self.folder) or {}
+        self.record = {"format": RECORD_FORMAT, "kind": self.kind, "settings": _jsonable(self.settings),
+                       "started": previous.get("started") if previous.get("kind") == self.kind and
+                       previous.get("settings") == _jsonable(self.settings) else time.strftime("%Y-%m-%d %H:%M:%S"),
+                       "finished": finished, **_jsonable(info)}
+        if finished:
+            self.record["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        atomic_write_text(self.folder / RECORD_NAME, json.dumps(self.record, indent=2) + "\n")
+
+    def finish(self, **info: Any) -> None:
+        self.write_record(True, **info)
+        self.finished = True
+
+    def release(self) -> None:
+        """Drop the lock; a run that failed before writing anything into a new folder also drops its record (and the
+        folder), so the folder is not left claimed by a run that never produced anything."""
+        if self._lock is not None:
+            self._lock.unlink(missing_ok=True)
+            self._lock = None
+        if self.finished or not self.folder.is_dir():
+            return
+        if self.created and _visible(self.folder) == [RECORD_NAME]:
+            (self.folder / RECORD_NAME).unlink(missing_ok=True)
+            try:
+                self.folder.rmdir()
+            except OSError:
+                pass   # hidden files of someone else's: the folder stays
+        elif self.previous is not None and _snapshot(self.folder) == self.snapshot:
+            # the run wrote nothing (e.g. it refused its resume checkpoint): the folder is still the previous run's
+            atomic_write_text(self.folder / RECORD_NAME, json.dumps(self.previous, indent=2) + "\n")
+
+    def __enter__(self) -> "OutputClaim":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _resolved(path: str | os.PathLike) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _check_inputs(folder: Path, inputs: Iterable[tuple[str, Any]]) -> None:
+    for flag, value in inputs:
+        if not value:
+            continue
+        for part in str(value).split(","):
+            path = Path(part.strip()).expanduser()
+            if not part.strip() or not path.exists():
+                continue   # a Hub id, or nothing to protect
+            source = path.resolve()
+            if source == folder or folder in source.parents:
+                where = "is" if source == folder else "holds"
+                raise OutputFolderError(
+                    f"The output folder {folder} {where} this command's input {flag} {value}; writing there could "
+                    "replace or mix with it. Choose another output folder.")
+
+
+def _snapshot(folder: Path) -> dict[str, int]:
+    """Modification times of the folder's visible entries but the record: whether a run wrote anything."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if not p.name.startswith(".")
+            and p.name != RECORD_NAME}
+
+
+def _visible(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+
+
+def claim_output_dir(output_dir: str | os.PathLike, kind: str, settings: Mapping[str, Any], *,
+                     overwrite: bool = False, inputs: Iterable[tuple[str, Any]] = (),
+                     legacy_settings: Callable[[Path], dict[str, Any] | None] | None = None,
+                     own_files: Callable[[Path], bool] | None = None,
+                     flag: str = "--output_dir") -> OutputClaim:
+    """Check and lock `output_dir` for a run of `kind` with `settings` (see the module docstring); returns the claim
+    (use it as a context manager, or call `release()`).
+
+    `inputs`: (flag, path) pairs the run reads. `legacy_settings(folder)`: the settings of a folder this kind wrote
+    before run records existed (e.g. a study's `study_args.json`), or None. `own_files(folder)`: True when the
+    folder's unrecorded contents are this kind's own output that it may replace (e.g. a previous slim export).
+    """
+    folder = _resolved(output_dir)
+    _check_inputs(folder, inputs)
+    if folder.exists() and not folder.is_dir():
+        raise OutputFolderError(f"{flag} {output_dir} is a file, not a folder; choose a folder.")
+    created = not folder.exists() or set(_visible(folder)) <= {RECORD_NAME}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _not_writable(folder, err) from err
+    lock = _acquire(folder, kind)
+    claim = OutputClaim(folder, kind, dict(settings), lock, created)
+    try:
+        problem = _ownership_problem(folder, kind, dict(settings), legacy_settings, own_files)
+        if problem and not overwrite:
+            raise OutputFolderError(f"{flag} {output_dir} {problem}. Choose another folder, or pass "
+                                    f"{OVERWRITE_FLAG} to write this run's files into it anyway (nothing is deleted; "
+                                    "files of the same name are replaced).")
+        if problem:
+            logger.warning("%s %s %s; writing into it as asked (%s).", flag, output_dir, problem, OVERWRITE_FLAG)
+        claim.write_record(False)
+    except BaseException:
+        claim.release()
+        raise
+    return claim
+
+
+def _ownership_problem(folder: Path, kind: str, settings: dict[str, Any],
+                       legacy_settings: Callable[[Path], dict[str, Any] | None] | None,
+                       own_files: Callable[[Path], bool] | None) -> str | None:
+    """Why this run may not write into `folder` without being asked (None: it may)."""
+    record = read_record(folder)
+    if record is not None and not record.get("finished") and set(_visible(folder)) <= {RECORD_NAME}:
+        record = None   # a run that failed before writing anything: nothing here to lose
+    if record is not None:
+        if record.get("kind") != kind:
+            return f"holds the output of another command ({record.get('kind')!r}, not {kind!r})"
+        differences = settings_differences(record.get("settings") or {}, settings)
+        if differences:
+            return "holds another run's output (settings differ: " + "; ".join(differences) + ")"
+        return None
+    files = [name for name in _visible(folder) if name != RECORD_NAME]
+    if not files:
+        return None
+    if legacy_settings is not None:
+        old = legacy_settings(folder)
+        if old is not None:
+            differences = settings_differences(old, settings)
+            return None if not differences else \
+                "holds another run's output (settings differ: " + "; ".join(differences) + ")"
+    if own_files is not None and own_files(folder):
+        return None
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return f"is not empty and no run of {kind!r} recorded its files ({shown})"
+
+
+def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") -> Path:
+    """Create `output_dir` if needed and write (then remove) a probe file in it: a read-only folder fails now, before
+    any model or data is loaded (the claim itself comes once the run's settings are known)."""
+    folder = _resolved(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise OutputFolderError(f"{flag} {output_dir} is a file, not a folder; choose a folder.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise _not_writable(folder, err) from err
+    return folder
+
+
+class FolderLock:
+    """Only the lock of a claim: one writer at a time in a folder whose files another command owns (e.g.
+    `effective-size` writing its results into a fine-tuning run's folder, which checks its own settings)."""
+
+    def __init__(self, output_dir: str | os.PathLike, kind: str, flag: str = "--output_dir") -> None:
+        folder = check_writable(output_dir, flag)
+        self._lock: Path | None = _acquire(folder, kind)
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.unlink(missing_ok=True)
+            self._lock = None
+
+    def __enter__(self) -> "FolderLock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
