@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from ..errors import PruningError
 
-__all__ = ["kl_to_teacher"]
+__all__ = ["kl_items", "kl_to_teacher"]
 
 
 def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
@@ -31,3 +31,13 @@ def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
                attention_mask.shape == per_item.shape else torch.ones_like(per_item))
     total = (per_item * weights).sum() * temperature ** 2
     return total if reduction == "sum" else total / weights.sum().clamp_min(1.0)
+
+
+def kl_items(student_logits: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """How many items `kl_to_teacher` averages over: examples for `[batch, classes]` logits, real positions for
+    `[batch, seq, vocab]` logits (the weight of this micro-batch's KL in a mean over a larger batch)."""
+    if student_logits.dim() == 2:
+        return torch.tensor(float(student_logits.shape[0]))
+    if attention_mask is not None and tuple(attention_mask.shape) == tuple(student_logits.shape[:-1]):
+        return attention_mask.detach().float().sum().clamp_min(1.0)
+    return torch.tensor(float(student_logits.shape[:-1].numel()))
