@@ -272,10 +272,17 @@ def _head(dataset, count: int):
 def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, tokenizer, finetune_dir: Path) -> None:
     import transformers
     from ..search.callback import EffectiveSizeCallback
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(source, num_labels=args.num_labels)
+    import torch
+    # fp32 weights whatever the checkpoint stores: transformers 5 loads a bf16 checkpoint (SmolLM2, Llama) as bf16,
+    # and AdamW steps of lr 1e-5 on bf16 weights are mostly rounded away.
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(source, num_labels=args.num_labels,
+                                                                            dtype=torch.float32)
     if model.config.pad_token_id is None:   # decoder classifiers read the last non-padding token: they need the id
         model.config.pad_token_id = tokenizer.pad_token_id
-    from .checkpoints import KeepResumeStateInNewestCheckpoint
+    from .checkpoints import KeepResumeStateInNewestCheckpoint, check_disk_for_checkpoints
+    need = check_disk_for_checkpoints(model, args.finetune_steps, args.checkpoint_every, finetune_dir)
+    logger.info("Fine-tuning will write %d checkpoints, %.1f GiB in all (%.1f GiB available).", need["checkpoints"],
+                need["total"] / 2**30, need["available"] / 2**30)
     callbacks: list[Any] = [KeepResumeStateInNewestCheckpoint()]
     if args.track_effective_size:
         callbacks.append(EffectiveSizeCallback(eval_sets, train_inputs, groups,

@@ -105,8 +105,8 @@ def tiny_bert(folder: Path) -> Path:
 
 
 def tiny_llama(folder: Path) -> Path:
-    """A Llama (SmolLM2's family: LlamaForCausalLM, grouped-query attention, a tokenizer with no padding token)
-    with 2 layers x 4 query heads / 2 key-value heads."""
+    """A Llama (SmolLM2's family: LlamaForCausalLM, grouped-query attention, bf16 weights, a tokenizer with no
+    padding token) with 2 layers x 4 query heads / 2 key-value heads."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
     folder.mkdir(parents=True, exist_ok=True)
@@ -119,8 +119,9 @@ def tiny_llama(folder: Path) -> Path:
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, bos_token_id=0,
-                         eos_token_id=0, tie_word_embeddings=True, architectures=["LlamaForCausalLM"])
-    LlamaForCausalLM(config).save_pretrained(folder)
+                         eos_token_id=0, tie_word_embeddings=True, architectures=["LlamaForCausalLM"],
+                         dtype="bfloat16")
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

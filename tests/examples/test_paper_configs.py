@@ -65,6 +65,7 @@ def check_study(out: Path, settings: dict, device: str) -> None:
     # 1. Fine-tuning: a fresh head with the file's labels, checkpoints, effective size at each (the grid strategy).
     final = json.loads((out / "finetune" / "final" / "config.json").read_text())
     assert len(final["id2label"]) == settings["num_labels"] and final["pad_token_id"] is not None
+    assert final["dtype"] == "float32"   # fine-tuned in fp32 even from a bf16 checkpoint (the decoder's)
     assert sorted(p.name for p in (out / "finetune").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     effective = json.loads((out / "finetune" / "effective_size.json").read_text())
     assert effective["settings"]["strategy"] == settings["effective_size_strategy"] == "grid"
@@ -96,6 +97,30 @@ def check_study(out: Path, settings: dict, device: str) -> None:
 def test_example_config_runs_end_to_end_on_a_tiny_slice(name, tmp_path, monkeypatch):
     out, settings = run_example(name, tmp_path, "cpu", monkeypatch)
     check_study(out, settings, "cpu")
+
+
+@pytest.mark.parametrize("name, model, gigabytes", [
+    ("paper_bert_mnli.yaml", "bert", (53.0, 55.0)),      # bert-base-cased: 122 checkpoints of 433 MB
+    ("paper_smollm2_mnli.yaml", "smollm2", (29.0, 31.0)),  # SmolLM2-360M in fp32: 18 checkpoints of 1.45 GB
+])
+def test_example_config_checkpoints_fit_a_gpu_machine_disk(name, model, gigabytes, tmp_path):
+    """What the fine-tuning checkpoints of the full-size run take (the study checks it against the free disk before
+    the first step); measured on the real models' shapes, built on the meta device."""
+    from transformers import AutoModelForSequenceClassification, BertConfig, LlamaConfig
+
+    from hf_heuristic_core.study.checkpoints import check_disk_for_checkpoints, checkpoint_disk_need
+    settings = fixtures.read_config(EXAMPLES / name)
+    config = (BertConfig(vocab_size=28996, num_labels=3) if model == "bert" else
+              LlamaConfig(vocab_size=49152, hidden_size=960, intermediate_size=2560, num_hidden_layers=32,
+                          num_attention_heads=15, num_key_value_heads=5, tie_word_embeddings=True, num_labels=3))
+    with torch.device("meta"):
+        classifier = AutoModelForSequenceClassification.from_config(config, dtype=torch.float32)
+    parameters = sum(p.numel() for p in classifier.parameters())
+    need = checkpoint_disk_need(4 * parameters, parameters, settings["finetune_steps"], settings["checkpoint_every"])
+    assert gigabytes[0] < need["total"] / 1e9 < gigabytes[1]
+    assert need["total"] < 0.9 * 64 * 2**30   # the lent GPU machines have 64 GiB of disk
+    with pytest.raises(OSError, match="raise --checkpoint_every"):
+        check_disk_for_checkpoints(classifier, 10**9, 1, tmp_path)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
