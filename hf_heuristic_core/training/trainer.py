@@ -213,7 +213,9 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             assert student_like is not None
             return self.teacher_cache.lookup(example_index, student_like, inputs.get("attention_mask"))
         with torch.no_grad(), self.prunable.masks_disabled(), self._inner_mode(False):
-            return self.prunable(**inputs).logits.detach()
+            logits = self.prunable(**inputs).logits.detach()
+        # bf16 halves what is held from here to the KL (the student's forward and backward run in between).
+        return logits.to(torch.bfloat16) if self.args.teacher_logits_dtype == "bfloat16" else logits
 
     @torch.no_grad()
     def build_teacher_cache(self) -> TeacherCache | None:
@@ -289,14 +291,18 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         if teacher is None:
             teacher = self.teacher_logits(inputs, example_index, student_like=student)
         mask = inputs.get("attention_mask")
-        kl = kl_to_teacher(student, teacher, mask, self.args.kl_temperature)
+        # One KL graph (the sum over this micro-batch's items), its mean derived: per-token KL intermediates are
+        # as large as the logits, and a second graph for the mean would hold them twice.
+        total = kl_to_teacher(student, teacher, mask, self.args.kl_temperature, reduction="sum",
+                              chunk_size=self.args.kl_chunk_size)
+        items = kl_items(student, mask)
+        kl = total / items.to(total.device)
         kl_for_loss = kl
         if student.dim() == 3 and model.training and torch.is_tensor(num_items_in_batch):
             # Mean over the real tokens of the whole accumulated, distributed batch: the Trainer divides by the
             # accumulation steps and DDP averages over ranks, so scale this micro-batch's sum back up.
             scale = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
             scale *= max(self.args.world_size, 1)
-            total = kl_to_teacher(student, teacher, mask, self.args.kl_temperature, reduction="sum")
             kl_for_loss = total * scale / num_items_in_batch.to(total.device).clamp_min(1)
         target = self.current_target()
         expected = prunable.expected_sparsity()
@@ -307,7 +313,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         if model.training:
             if not bool(torch.isfinite(loss)):
                 self._stop_on_nonfinite(kl)
-            self._record(kl_items(student, mask), kl=kl, sampled=sampled if sampled is not None else expected,
+            self._record(items, kl=kl, sampled=sampled if sampled is not None else expected,
                          expected=expected)
         return (loss, outputs) if return_outputs else loss
 
