@@ -72,10 +72,11 @@ def main() -> None:
     parser.add_argument("--resume", default=None, help="checkpoint folder to resume from")
     parser.add_argument("--max-grad-norm", type=float, default=1.0)
     parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--cuda", action="store_true", help="one GPU per process (nccl); no CPU shim")
     options = parser.parse_args()
     torch.set_num_threads(1)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    if options.fsdp:
+    if options.fsdp and not options.cuda:
         allow_fsdp_on_cpu()
 
     torch.manual_seed(1000)
@@ -87,7 +88,8 @@ def main() -> None:
     if options.fsdp:
         fsdp = dict(fsdp=True, fsdp_config={"version": 2, "transformer_layer_cls_to_wrap": [LAYER_CLASSES[options.task]]})
     args = PruningArguments(output_dir=options.output, per_device_train_batch_size=options.batch,
-                            max_steps=options.steps, use_cpu=True, ddp_backend="gloo" if distributed else None,
+                            max_steps=options.steps, use_cpu=not options.cuda,
+                            ddp_backend=("nccl" if options.cuda else "gloo") if distributed else None,
                             dataloader_drop_last=True, seed=0, report_to="none", disable_tqdm=True, warmup_steps=1,
                             logging_steps=1, save_strategy="steps" if options.save_steps else "no",
                             save_steps=options.save_steps or 500, sparsity_warmup_steps=3, target_sparsity=0.5,
@@ -110,6 +112,7 @@ def main() -> None:
     if rank == 0:
         torch.save({
             "logits": {k: v.detach().cpu().clone() for k, v in prunable.mask_logits.items()},
+            "device": str(prunable.mask_logits_device),
             "masks": prunable.get_masks(),
             "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
             "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
