@@ -95,3 +95,11 @@ def test_training_forward_draws_noise_on_the_gpu_without_host_syncs(cuda):
     assert prunable._current["masks"]["heads"].device.type == "cuda"
     assert all(logit.grad is not None and logit.grad.device.type == "cuda"
                for _, logit in prunable.mask_logits.items())
+
+
+def test_eval_masks_are_cached_on_the_gpu(cuda):
+    """Learned masks in eval mode are binarized once and kept on the logits' device, not copied per forward."""
+    prunable = PrunableModel(tiny_model("bert").to(cuda), PruningConfig(ablation="zero", init_mean=1.0)).eval()
+    with torch.no_grad():
+        prunable(**on(make_batch("bert"), cuda))
+    assert all(mask.device.type == "cuda" for mask in prunable._current["masks"].values() if mask is not None)
