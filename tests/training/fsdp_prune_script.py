@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--max-grad-norm", type=float, default=1.0)
     parser.add_argument("--activation-checkpointing", action="store_true")
     parser.add_argument("--cuda", action="store_true", help="one GPU per process (nccl); no CPU shim")
+    parser.add_argument("--convergence-check", action="store_true")
     options = parser.parse_args()
     torch.set_num_threads(1)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -93,7 +94,7 @@ def main() -> None:
                             dataloader_drop_last=True, seed=0, report_to="none", disable_tqdm=True, warmup_steps=1,
                             logging_steps=1, save_strategy="steps" if options.save_steps else "no",
                             save_steps=options.save_steps or 500, sparsity_warmup_steps=3, target_sparsity=0.5,
-                            max_grad_norm=options.max_grad_norm, convergence_check=False,
+                            max_grad_norm=options.max_grad_norm, convergence_check=options.convergence_check,
                             activation_checkpointing=options.activation_checkpointing, **fsdp)
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=build_dataset(options.task))
 

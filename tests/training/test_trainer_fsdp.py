@@ -116,3 +116,17 @@ def test_fsdp_checkpoint_resumes_to_the_uninterrupted_run(runs, tmp_path):
         assert torch.equal(resumed["logits"][kind], logits), kind
     assert resumed["lambda_1"] == uninterrupted["lambda_1"] and resumed["lambda_2"] == uninterrupted["lambda_2"]
     assert resumed["kl"] == uninterrupted["kl"]   # steps 1-3 from the checkpoint's log, 4-6 recomputed
+
+
+def test_the_fsdp_example_launches_with_torchrun(tmp_path):
+    """examples/prune_fsdp.py --tiny under torchrun with 2 processes: on CPUs accelerate falls back to DDP, the
+    trainer says so (naming the line of accelerate that decides it), and rank 0 writes the artifact."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1",
+               "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(REPO / "examples" / "prune_fsdp.py"),
+               "--tiny", "--output", str(tmp_path / "masks")]
+    completed = subprocess.run(command, cwd=REPO, env=_environment(), capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "replicated on every process, not sharded" in completed.stderr
+    assert "MULTI_CPU is not in that list" in completed.stderr
+    assert {"masks.safetensors", "pruning_config.json"} <= {p.name for p in (tmp_path / "masks").iterdir()}
+    assert "sparsity 0.500" in completed.stdout
