@@ -1,17 +1,21 @@
 """Peak memory of one pruning step: the one-copy KL step (same-model teacher) and what it takes to bring it to 0.65 of
 the two-copy step (a separate frozen teacher copy, as in the paper's code).
 
-Every configuration runs in a fresh process (peak RSS is per process: `VmHWM` from /proc/self/status), on random
-weights of the BERT-base configuration (110M parameters), 2 optimizer steps at batch x length (default 32 x 128, the
-paper's per-device batch and length):
+Every configuration runs `PruningTrainer` for one optimizer step in a fresh process (peak RSS is per process:
+`VmHWM` from /proc/self/status) on random weights of the BERT-base configuration (110M parameters), at batch x length
+32 x 128 by default (the paper's per-device batch and length). The two-copy configurations are the same trainer
+whose teacher is a deep copy of the model (`TwoCopyTrainer`), so the harness is identical and only the teacher
+differs. glibc's malloc is told to return every large block when it is freed (`MALLOC_MMAP_THRESHOLD_=65536` in
+the children; by default its threshold grows and freed tensors stay in the process), so the high-water mark follows
+the live tensors instead of the allocator's history.
 
-    two_copies         teacher copy (eval, no grad) + masked student; plain KL                  (the reference)
-    two_copies_ckpt    the same with activation checkpointing in the student                    (for comparison)
-    one_copy           PruningTrainer, teacher='same_model' (masks disabled), plain KL
-    one_copy_ckpt      + activation_checkpointing=True (recomputation replays each pass's masks)
-    one_copy_ckpt_bf16 + teacher_logits_dtype='bfloat16'
+    two_copies          teacher copy (eval, no grad) + masked student; plain KL                (the reference)
+    two_copies_ckpt     the same with activation checkpointing in the student                  (for comparison)
+    one_copy            teacher='same_model' (masks disabled), plain KL
+    one_copy_ckpt       + activation_checkpointing=True (recomputation replays each pass's masks)
+    one_copy_ckpt_bf16  + teacher_logits_dtype='bfloat16'
     one_copy_ckpt_chunk + kl_chunk_size=1024
-    one_copy_all       + all three
+    one_copy_all        + all three
 
 `--head seq`: BertForSequenceClassification (3 labels, the paper's setting; logits are tiny). `--head lm`:
 BertForMaskedLM, per-token logits over the 30,522-token vocabulary (a decoder's situation: 500 MB of fp32 logits per
@@ -27,6 +31,7 @@ import argparse
 import copy
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,66 +74,60 @@ def batches(vocab: int, batch: int, seq: int, count: int):
 
 
 def child(name: str, head: str, batch: int, seq: int, steps: int) -> dict:
-    """One configuration in this (fresh) process; returns peak RSS and the step time."""
+    """One configuration in this (fresh) process; returns peak RSS and the step times."""
     import torch
     from datasets import Dataset
+    from transformers import TrainerCallback
 
     from hf_heuristic_core import PrunableModel, PruningConfig
     from hf_heuristic_core.training.arguments import PruningArguments
-    from hf_heuristic_core.training.losses import kl_to_teacher
     from hf_heuristic_core.training.trainer import PruningTrainer
+
+    class TwoCopyTrainer(PruningTrainer):
+        """The paper code's setup: the teacher is a separate frozen copy of the model."""
+
+        teacher_copy: torch.nn.Module
+
+        def teacher_logits(self, inputs, example_index, student_like=None):
+            with torch.no_grad():
+                return self.teacher_copy(**inputs).logits.detach()
+
+    times: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, *args, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *args, **kwargs):
+            times.append(time.perf_counter() - self.start)
+
     after_imports = status_mib("VmRSS")
     options = CONFIGURATIONS[name]
     model = build(head)
+    teacher = copy.deepcopy(model).requires_grad_(False) if name.startswith("two_copies") else None
+    prunable = PrunableModel(model, PruningConfig(ablation="zero", init_mean=3.0))
     data = batches(model.config.vocab_size, batch, seq, steps)
-    times = []
-    if name.startswith("two_copies"):
-        teacher = copy.deepcopy(model).requires_grad_(False)
-        if options.get("activation_checkpointing"):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        prunable = PrunableModel(model, PruningConfig(ablation="zero", init_mean=3.0))
-        prunable.train_dropout = False
-        prunable.train()
-        optimizer = torch.optim.AdamW(prunable.mask_logits.parameters(), lr=0.1, weight_decay=0.0)
-        for inputs in data:
-            start = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                target = teacher(**inputs).logits
-            kl_to_teacher(prunable(**inputs).logits, target, inputs["attention_mask"]).backward()
-            optimizer.step()
-            times.append(time.perf_counter() - start)
-    else:
-        prunable = PrunableModel(model, PruningConfig(ablation="zero", init_mean=3.0))
-        rows = {key: torch.cat([b[key] for b in data]).tolist() for key in ("input_ids", "attention_mask")}
-        with tempfile.TemporaryDirectory() as folder:
-            args = PruningArguments(output_dir=folder, per_device_train_batch_size=batch, max_steps=steps,
-                                    use_cpu=True, report_to="none", disable_tqdm=True, save_strategy="no",
-                                    logging_steps=steps, recipe="short", sparsity_warmup_steps=1,
-                                    convergence_check=False, dataloader_drop_last=True, **options)
-            trainer = PruningTrainer(model=prunable, args=args, train_dataset=Dataset.from_dict(rows))
-
-            class Timer:   # step times from the Trainer's own loop
-                def __init__(self):
-                    self.last = None
-
-                def on_step_begin(self, *a, **k):
-                    self.last = time.perf_counter()
-
-                def on_step_end(self, *a, **k):
-                    times.append(time.perf_counter() - self.last)
-
-            from transformers import TrainerCallback
-            trainer.add_callback(type("StepTimer", (Timer, TrainerCallback), {})())
-            trainer.train()
+    rows = {key: torch.cat([b[key] for b in data]).tolist() for key in ("input_ids", "attention_mask")}
+    with tempfile.TemporaryDirectory() as folder:
+        args = PruningArguments(output_dir=folder, per_device_train_batch_size=batch, max_steps=steps, use_cpu=True,
+                                report_to="none", disable_tqdm=True, save_strategy="no", logging_steps=steps,
+                                recipe="short", sparsity_warmup_steps=1, convergence_check=False,
+                                dataloader_drop_last=True, **options)
+        trainer_class = TwoCopyTrainer if teacher is not None else PruningTrainer
+        trainer = trainer_class(model=prunable, args=args, train_dataset=Dataset.from_dict(rows),
+                                callbacks=[StepTimer()])
+        trainer.teacher_copy = teacher
+        before_training = status_mib("VmRSS")
+        trainer.train()
     return {"peak_rss_mib": status_mib("VmHWM"), "after_imports_rss_mib": after_imports,
-            "step_s": times, "torch_threads": torch.get_num_threads()}
+            "before_training_rss_mib": before_training, "step_s": times, "torch_threads": torch.get_num_threads()}
 
 
 def run(name: str, head: str, batch: int, seq: int, steps: int, threads: int) -> dict:
     command = [sys.executable, __file__, "--child", name, "--head", head, "--batch", str(batch), "--seq", str(seq),
                "--steps", str(steps), "--threads", str(threads)]
-    completed = subprocess.run(command, capture_output=True, text=True)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}   # see the module docstring
+    completed = subprocess.run(command, capture_output=True, text=True, env=env)
     if completed.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{completed.stderr[-3000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -139,7 +138,7 @@ def main() -> None:
     parser.add_argument("--head", choices=("seq", "lm"), default="seq")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--configurations", default=",".join(CONFIGURATIONS))
     parser.add_argument("--output", default=None, help="JSON file, rewritten after every configuration")
@@ -151,7 +150,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.head, args.batch, args.seq, args.steps)))
         return
     report = {"head": args.head, "batch": args.batch, "seq": args.seq, "steps": args.steps, "threads": args.threads,
-              "model": "random BERT-base (BertConfig())", "results": {}}
+              "model": "random BERT-base (BertConfig())", "malloc": "MALLOC_MMAP_THRESHOLD_=65536", "results": {}}
     for name in args.configurations.split(","):
         report["results"][name] = run(name, args.head, args.batch, args.seq, args.steps, args.threads)
         reference = report["results"].get("two_copies")
@@ -160,6 +159,8 @@ def main() -> None:
                 result["ratio_to_two_copies"] = result["peak_rss_mib"] / reference["peak_rss_mib"]
                 result["ratio_above_imports"] = ((result["peak_rss_mib"] - result["after_imports_rss_mib"]) /
                                                  (reference["peak_rss_mib"] - reference["after_imports_rss_mib"]))
+                result["step_ratio_to_two_copies"] = (statistics.median(result["step_s"]) /
+                                                      statistics.median(reference["step_s"]))
         print(name, json.dumps(report["results"][name]), flush=True)
         if args.output:
             with open(args.output, "w") as handle:
