@@ -216,6 +216,9 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         if (cached is None or cached[0][0] != settings or len(cached[0][1]) != len(state)
                 or not all(torch.equal(a, b) for a, b in zip(cached[0][1], state))):
             masks = self.get_masks(binary=config.eval_mask == "binary", ignore_fixed=True)
+            # get_masks answers on the CPU; cache them where the logits live, or every eval forward on a GPU would
+            # copy each mask to it again.
+            masks = {kind: mask.to(self.mask_logits_device) for kind, mask in masks.items()}
             self._eval_cache = ((settings, [t.clone() for t in state]), masks)
         return self._eval_cache[1]
 
