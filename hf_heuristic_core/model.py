@@ -68,6 +68,9 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner)
         if config.logits_dtype == "bfloat16":   # storage only: the relaxations compute in fp32 (MaskState upcasts)
             self.mask_state.logits.to(torch.bfloat16)
+        device = _model_device(model)
+        if device is not None:   # a model already on a GPU gets its mask state there (no host copy per draw)
+            self.mask_state.to(device)
         self.means_info: dict[str, Any] = {}
         self.generator: torch.Generator | None = None
         self._masks_enabled = True
@@ -467,6 +470,14 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         if masks is not None:
             wrapped.load_masks(masks, **hub_kwargs(hf_kwargs))
         return wrapped
+
+
+def _model_device(model: nn.Module) -> torch.device | None:
+    """The device of the model's first real parameter (None for a parameterless or meta model)."""
+    for parameter in model.parameters():
+        if parameter.device.type != "meta":
+            return parameter.device
+    return None
 
 
 def _build_granularity(model: nn.Module, config: PruningConfig) -> Granularity:
