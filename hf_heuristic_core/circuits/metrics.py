@@ -20,7 +20,7 @@ from ..errors import UsageError
 
 __all__ = ["METRIC_COLUMNS", "Metric", "last_token_positions", "logit_difference"]
 
-METRIC_COLUMNS = ("labels", "answer_id", "foil_id")
+METRIC_COLUMNS = ("labels", "label", "answer_id", "foil_id")
 
 Metric = Callable[[torch.Tensor, Mapping[str, Any]], torch.Tensor]
 
@@ -49,10 +49,11 @@ def logit_difference(logits: torch.Tensor, batch: Mapping[str, Any]) -> torch.Te
         foil = torch.as_tensor(batch["foil_id"], device=logits.device).long().view(-1)
         return final[rows, answer] - final[rows, foil]
     if logits.dim() == 2:
-        if "labels" not in batch:
+        label_key = "labels" if "labels" in batch else "label"
+        if label_key not in batch:
             raise UsageError("The logit difference of a classifier needs 'labels' in every batch; the batch has "
                              f"{sorted(batch)}. Keep the label column when tokenizing (keep_labels=True).")
-        labels = torch.as_tensor(batch["labels"], device=logits.device).long().view(-1)
+        labels = torch.as_tensor(batch[label_key], device=logits.device).long().view(-1)
         rows = torch.arange(logits.shape[0], device=logits.device)
         scores = logits.float()
         correct = scores[rows, labels]
