@@ -57,8 +57,9 @@ class Results:
         self.path = path
         self.data = json.loads(path.read_text()) if path.is_file() else {}
         old = self.data.get("settings")
-        if old is not None and {k: v for k, v in old.items() if k != "threads"} != \
-                {k: v for k, v in settings.items() if k != "threads"}:
+        free = ("threads", "seeds", "extra_spreads")   # more seeds or arms may be added to a results file later
+        if old is not None and {k: v for k, v in old.items() if k not in free} != \
+                {k: v for k, v in settings.items() if k not in free}:
             raise SystemExit(f"{path} was written with other settings ({old}); pass another --output.")
         self.data["settings"] = settings
         self.data.setdefault("stages", {})
@@ -112,6 +113,10 @@ def ioi_task(options) -> dict[str, Any]:
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     model.config.pad_token_id = tokenizer.pad_token_id
+    # GGUF weights are dequantized to fp32, but the model keeps its GGUF quantizer (is_quantized True), and
+    # transformers' Trainer refuses to train "purely quantized models" (PruningTrainer included, though only mask
+    # logits train). Drop the quantizer with transformers' own call.
+    model.hf_quantizer.remove_quantization_config(model)
     train = tokenize_ioi(generate_ioi(options.steps * options.batch_size, seed=1), tokenizer)
     evaluation = tokenize_ioi(generate_ioi(options.eval_examples, seed=2), tokenizer)
     return {"model": model, "tokenizer": tokenizer, "train": train, "eval": evaluation,
@@ -151,17 +156,19 @@ class KLTrace(transformers.TrainerCallback):
             self.measure(state.global_step)
 
 
-def prune(task, prunable, options, seed: int, warm_scores: str | None, kl_batches, teacher, out_dir: Path):
+def prune(task, prunable, options, seed: int, warm_scores: str | None, kl_batches, teacher, out_dir: Path,
+          spread: float):
     prunable.reset_masks(seed)   # N(init_mean = 3, 0.01) from this seed; a warm start then replaces them
     args = PruningArguments(output_dir=str(out_dir), recipe="short", target_sparsity=options.target,
                             max_steps=options.steps, sparsity_warmup_steps=max(1, options.steps // 2),
                             per_device_train_batch_size=options.batch_size, per_device_eval_batch_size=16,
-                            teacher="cached" if options.task == "nli" else "same_model", use_cpu=True,
+                            teacher="cached", convergence_subnetworks=4, convergence_batches=2, use_cpu=True,
                             report_to="none", save_strategy="no", disable_tqdm=True, logging_steps=50, seed=seed,
-                            warm_start_scores=warm_scores, warm_start_spread=options.spread)
+                            warm_start_scores=warm_scores, warm_start_spread=spread)
     trace = KLTrace(kl_batches, teacher, options.eval_every)
     train = task["train"].remove_columns([c for c in ("labels", "answer_id", "foil_id")
                                           if c in task["train"].column_names])
+    train = train.select(range(min(len(train), options.steps * options.batch_size)))   # one pass, as the study
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=train, data_collator=task["collator"],
                              callbacks=[trace])
     trace.trainer = trainer
@@ -202,6 +209,7 @@ def main() -> None:
     parser.add_argument("--ig_steps", type=int, default=5)
     parser.add_argument("--target", type=float, default=0.5)
     parser.add_argument("--spread", type=float, default=3.0)
+    parser.add_argument("--extra_spreads", default="", help="more warm-start arms, e.g. 1,0.5")
     parser.add_argument("--eval_every", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache_dir", default="/tmp/hhc_bench_circuits")
@@ -215,6 +223,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     transformers.logging.set_verbosity_error()
     seeds = [int(s) for s in options.seeds.split(",")]
+    options.extra_spreads = [float(v) for v in options.extra_spreads.split(",") if v.strip()]
     settings = {k: v for k, v in vars(options).items() if k not in ("output", "cache_dir")}
     results = Results(Path(options.output), settings)
     results.data["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(),
@@ -246,11 +255,14 @@ def main() -> None:
                 results.put(key, {**result.describe(), "scores": to_lists(result.scores)})
             rankings[key] = from_lists(results.get(key)["scores"])
         write_mib_circuit(cache / f"ig-seed{seed}.json", cfg, scores=rankings[f"integrated_gradients/seed{seed}"])
-        for arm, warm in (("learned_cold", None), ("learned_warm", str(cache / f"ig-seed{seed}.json"))):
+        ig_file = str(cache / f"ig-seed{seed}.json")
+        arms = [("learned_cold", None, options.spread), ("learned_warm", ig_file, options.spread)]
+        arms += [(f"learned_warm_spread{v:g}", ig_file, v) for v in options.extra_spreads]
+        for arm, warm, spread in arms:
             key = f"{arm}/seed{seed}"
             if not results.has(key):
                 record, logits = prune(task, prunable, options, seed, warm, eval_batches, teacher,
-                                       Path(options.cache_dir) / f"{options.task}-{arm}-{seed}")
+                                       Path(options.cache_dir) / f"{options.task}-{arm}-{seed}", spread)
                 results.put(key, {**record, "scores": to_lists(logits)})
                 logger.info("%s: %.0f s, final KL %.4g", key, record["seconds"], record["final_kl"])
             stored = results.get(key)["scores"]
@@ -258,42 +270,56 @@ def main() -> None:
                              **from_lists(stored)}
         rankings[f"random/seed{seed}"] = random_scores(prunable.mask_shapes(), seed)
 
-    if not results.has("curves"):
+    stored = results.get("curves") if results.has("curves") else {}
+    missing = {name: scores for name, scores in rankings.items() if name not in stored}
+    if missing:
         start = time.perf_counter()
-        curves = faithfulness_curves(prunable, None, rankings, batches=eval_batches)
-        results.put("curves", {name: curve.to_dict() for name, curve in curves.items()})
-        results.data["curves_seconds"] = time.perf_counter() - start
-    results.put("summary", summarize(results, seeds))
+        curves = faithfulness_curves(prunable, None, missing, batches=eval_batches)
+        results.put("curves", {**stored, **{name: curve.to_dict() for name, curve in curves.items()}})
+        results.data[f"curves_seconds_{len(missing)}_rankings"] = time.perf_counter() - start
+    done = sorted({int(k.split("seed")[-1]) for k in results.get("curves") if k.startswith("learned_cold/")})
+    results.put("summary", summarize(results, done))
     print(json.dumps(results.get("summary"), indent=1))
 
 
 def summarize(results: Results, seeds: list[int]) -> dict[str, Any]:
     curves = results.get("curves")
     summary: dict[str, Any] = {"methods": {}, "per_seed": {}}
-    for method in ("learned_cold", "learned_warm", "patching", "integrated_gradients", "random"):
-        cprs = [curves[f"{method}/seed{s}"]["cpr"] for s in seeds]
-        cmds = [curves[f"{method}/seed{s}"]["cmd"] for s in seeds]
-        entry = {"cpr": cprs, "cmd": cmds, "cpr_mean": sum(cprs) / len(cprs), "cmd_mean": sum(cmds) / len(cmds),
-                 "f_mean": [sum(curves[f"{method}/seed{s}"]["faithfulness"][i] for s in seeds) / len(seeds)
-                            for i in range(len(curves[f"{method}/seed{seeds[0]}"]["sizes"]))]}
-        if method not in ("random",):
-            entry["seconds"] = [results.get(f"{method}/seed{s}")["seconds"] for s in seeds]
+    extra = sorted({k.split("/")[0] for k in curves if k.startswith("learned_warm_spread")})
+    for method in ("learned_cold", "learned_warm", "patching", "integrated_gradients", "random", *extra):
+        have = [s for s in seeds if f"{method}/seed{s}" in curves]
+        if not have:
+            continue
+        cprs = [curves[f"{method}/seed{s}"]["cpr"] for s in have]
+        cmds = [curves[f"{method}/seed{s}"]["cmd"] for s in have]
+        entry = {"seeds": have, "cpr": cprs, "cmd": cmds, "cpr_mean": sum(cprs) / len(cprs),
+                 "cmd_mean": sum(cmds) / len(cmds),
+                 "f_mean": [sum(curves[f"{method}/seed{s}"]["faithfulness"][i] for s in have) / len(have)
+                            for i in range(len(curves[f"{method}/seed{have[0]}"]["sizes"]))]}
+        if method != "random":
+            entry["seconds"] = [results.get(f"{method}/seed{s}")["seconds"] for s in have]
+        if method.startswith("learned"):
+            entry["final_kl"] = [results.get(f"{method}/seed{s}")["final_kl"] for s in have]
         summary["methods"][method] = entry
     for s in seeds:
-        cold, warm = results.get(f"learned_cold/seed{s}"), results.get(f"learned_warm/seed{s}")
+        cold = results.get(f"learned_cold/seed{s}")
         target = cold["final_kl"]
-        summary["per_seed"][s] = {
-            "cold_final_kl": target, "warm_final_kl": warm["final_kl"],
-            "warm_kl_at_step0": warm["kl_trace"][0][1], "cold_kl_at_step0": cold["kl_trace"][0][1],
-            "steps_cold_to_own_final_kl": steps_to_reach(cold["kl_trace"], target),
-            "steps_warm_to_cold_final_kl": steps_to_reach(warm["kl_trace"], target),
-            "total_steps": results.data["settings"]["steps"]}
+        row = {"cold_final_kl": target, "cold_kl_at_step0": cold["kl_trace"][0][1],
+               "steps_cold_to_own_final_kl": steps_to_reach(cold["kl_trace"], target),
+               "total_steps": results.data["settings"]["steps"]}
+        for arm in ("learned_warm", *extra):
+            if results.has(f"{arm}/seed{s}"):
+                warm = results.get(f"{arm}/seed{s}")
+                row[arm] = {"final_kl": warm["final_kl"], "kl_at_step0": warm["kl_trace"][0][1],
+                            "steps_to_cold_final_kl": steps_to_reach(warm["kl_trace"], target)}
+        summary["per_seed"][s] = row
     learned, attribution = summary["methods"]["learned_cold"], summary["methods"]["integrated_gradients"]
     summary["goals"] = {
         "learned_cpr_ge_attribution": learned["cpr_mean"] >= attribution["cpr_mean"],
         "learned_cmd_le_attribution": learned["cmd_mean"] <= attribution["cmd_mean"],
         "warm_reaches_cold_kl_in_half_the_steps": all(
-            (v["steps_warm_to_cold_final_kl"] is not None and v["steps_warm_to_cold_final_kl"] <= v["total_steps"] / 2)
+            (v["learned_warm"]["steps_to_cold_final_kl"] is not None and
+             v["learned_warm"]["steps_to_cold_final_kl"] <= v["steps_cold_to_own_final_kl"] / 2)
             for v in summary["per_seed"].values())}
     return summary
 

@@ -22,7 +22,8 @@ CASES = {
     "import hf_heuristic_core": "import hf_heuristic_core",
     **{f"hf-heuristic-core {c}--help".replace("  ", " "): f"from hf_heuristic_core.cli import main; main({args!r})"
        for c, args in [("", ["--help"]), ("prune ", ["prune", "--help"]), ("study ", ["study", "--help"]),
-                       ("effective-size ", ["effective-size", "--help"]), ("analyze ", ["analyze", "--help"])]},
+                       ("effective-size ", ["effective-size", "--help"]), ("analyze ", ["analyze", "--help"]),
+                       ("circuit ", ["circuit", "--help"])]},
     "hf-heuristic-core prune --help-all": "from hf_heuristic_core.cli import main; main(['prune', '--help-all'])",
 }
 REPORT = "import sys; print('HEAVY=' + ','.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"

@@ -7,7 +7,6 @@ same batch, so this also keeps resample ablation identical across sizes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch

@@ -13,10 +13,9 @@ from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.circuits.faithfulness import area_under_curves, faithfulness_curve, faithfulness_curves
 from hf_heuristic_core.circuits.metrics import logit_difference
 from hf_heuristic_core.circuits.ranking import MIB_CURVE_SIZES, circuit_size, top_units
-from tiny_models import make_batch, tiny_model
+from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (one_torch_thread: fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-from tiny_models import one_torch_thread  # noqa: E402,F401  (the fixture)
 
 
 def test_areas_of_a_hand_made_curve():
