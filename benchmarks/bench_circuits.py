@@ -185,6 +185,11 @@ def prune(task, prunable, options, seed: int, warm_scores: str | None, kl_batche
             "convergence": convergence, "recipe": trainer.recipe_settings}, logits
 
 
+LABELS = {"learned_cold": "learned masks", "learned_warm": "learned, warm start (IG)",
+          "patching": "attribution patching", "integrated_gradients": "integrated gradients",
+          "random": "random ranking"}
+
+
 def to_lists(scores: dict[str, torch.Tensor]) -> dict[str, list]:
     return {k: v.tolist() for k, v in scores.items()}
 
@@ -214,6 +219,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache_dir", default="/tmp/hhc_bench_circuits")
     parser.add_argument("--output", required=True)
+    parser.add_argument("--figure", default=None, help="also draw the curves (mean and min-max over seeds) here")
     options = parser.parse_args()
     defaults = {"nli": (300, 16, 200), "ioi": (150, 8, 64)}[options.task]
     options.steps = options.steps or defaults[0]
@@ -224,7 +230,7 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     seeds = [int(s) for s in options.seeds.split(",")]
     options.extra_spreads = [float(v) for v in options.extra_spreads.split(",") if v.strip()]
-    settings = {k: v for k, v in vars(options).items() if k not in ("output", "cache_dir")}
+    settings = {k: v for k, v in vars(options).items() if k not in ("output", "cache_dir", "figure")}
     results = Results(Path(options.output), settings)
     results.data["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                                "torch": torch.__version__, "note": "shared 2-core machine, loaded (nice 10)"}
@@ -280,6 +286,13 @@ def main() -> None:
     done = sorted({int(k.split("seed")[-1]) for k in results.get("curves") if k.startswith("learned_cold/")})
     results.put("summary", summarize(results, done))
     print(json.dumps(results.get("summary"), indent=1))
+    if options.figure:
+        from hf_heuristic_core.plotting import plot_faithfulness_curves
+        grouped: dict[str, list] = {}
+        for name, curve in results.get("curves").items():
+            grouped.setdefault(LABELS.get(name.split("/")[0], name.split("/")[0]), []).append(curve)
+        plot_faithfulness_curves(grouped, path=options.figure,
+                                 title=f"{task['name']}: faithfulness over circuit size (mean ablation)").clear()
 
 
 def summarize(results: Results, seeds: list[int]) -> dict[str, Any]:

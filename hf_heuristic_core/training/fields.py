@@ -78,7 +78,6 @@ class PruningFields:
     remove_unused_columns: bool = field(default=True, metadata={
         "help": "Drop dataset columns the wrapped model's forward does not take."})
     warm_start_scores: str | None = field(default=None, metadata={
-        "help": "Warm start: set the initial mask logits from a ranking of the units, a MIB importance file "
-                "(hf-heuristic-core circuit attribute) or a mask artifact folder (hf_heuristic_core.circuits)."})
+        "help": "Start the mask logits from a ranking: a MIB importance file or a mask artifact folder."})
     warm_start_spread: float = field(default=3.0, metadata={
-        "help": "Warm start: the best / worst unit starts this far above / below init_mean (logits set by rank)."})
+        "help": "Warm start: logits from init_mean - spread (worst) to + spread (best)."})
