@@ -9,8 +9,9 @@ Per task and seed, on data generated offline:
 * **learned (warm)**: the same pruning run, mask logits warm-started from the integrated-gradients scores;
 * **random**: a random ranking.
 
-Every ranking gets MIB's faithfulness curve (mean ablation with the pruning means, logit difference, sizes 0.1% ..
-100% of heads + MLP blocks) on a held-out evaluation set; CPR and CMD by MIB's trapezoid rule. Both pruning runs
+Every ranking gets MIB's faithfulness curve (`--ablation`, the pruning run's too: mean with the pruning means by
+default, resample for IOI as the closest to MIB's counterfactual patching; logit difference; sizes 0.1% .. 100% of
+heads + MLP blocks) on a held-out evaluation set; CPR and CMD by MIB's trapezoid rule. Both pruning runs
 record KL(full || subnetwork at the target sparsity) on the evaluation set every `--eval_every` steps (and at step
 0); "steps to the cold KL" is the first step at which the warm run's KL is at or below the cold run's final KL.
 
@@ -19,7 +20,8 @@ cached in `--cache_dir`) and `ioi` (IOI-style template prompts on SmolLM2-135M, 
 to `--output` after every stage, and a re-run skips stages already there.
 
     nice -n 10 python benchmarks/bench_circuits.py --task nli --output benchmarks/results_circuits_nli.json
-    nice -n 10 python benchmarks/bench_circuits.py --task ioi --output benchmarks/results_circuits_ioi.json
+    nice -n 10 python benchmarks/bench_circuits.py --task ioi --ablation resample --steps 60 --eval_examples 32 \
+        --attr_examples 32 --output benchmarks/results_circuits_ioi.json
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ class Results:
         self.data = json.loads(path.read_text()) if path.is_file() else {}
         old = self.data.get("settings")
         free = ("threads", "seeds", "extra_spreads")   # more seeds or arms may be added to a results file later
-        if old is not None and {k: v for k, v in old.items() if k not in free} != \
-                {k: v for k, v in settings.items() if k not in free}:
+        implied = {"ablation": "mean"}                 # settings older files were written without
+        keys = (set(old or {}) | set(settings)) - set(free)
+        if old is not None and any(old.get(k, implied.get(k)) != settings.get(k, implied.get(k)) for k in keys):
             raise SystemExit(f"{path} was written with other settings ({old}); pass another --output.")
         self.data["settings"] = settings
         self.data.setdefault("stages", {})
@@ -213,6 +216,8 @@ def main() -> None:
     parser.add_argument("--means_examples", type=int, default=512)
     parser.add_argument("--ig_steps", type=int, default=5)
     parser.add_argument("--target", type=float, default=0.5)
+    parser.add_argument("--ablation", choices=("mean", "zero", "resample"), default="mean",
+                        help="for pruning, attribution and the curves (resample: closest to MIB's patching)")
     parser.add_argument("--spread", type=float, default=3.0)
     parser.add_argument("--extra_spreads", default="", help="more warm-start arms, e.g. 1,0.5")
     parser.add_argument("--eval_every", type=int, default=10)
@@ -220,6 +225,9 @@ def main() -> None:
     parser.add_argument("--cache_dir", default="/tmp/hhc_bench_circuits")
     parser.add_argument("--output", required=True)
     parser.add_argument("--figure", default=None, help="also draw the curves (mean and min-max over seeds) here")
+    parser.add_argument("--curves_only", action="store_true",
+                        help="run no attribution or pruning: curves and summary for the stages already in --output "
+                             "(a run cut off before its last seed still gets its numbers)")
     options = parser.parse_args()
     defaults = {"nli": (300, 16, 200), "ioi": (150, 8, 64)}[options.task]
     options.steps = options.steps or defaults[0]
@@ -230,18 +238,19 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     seeds = [int(s) for s in options.seeds.split(",")]
     options.extra_spreads = [float(v) for v in options.extra_spreads.split(",") if v.strip()]
-    settings = {k: v for k, v in vars(options).items() if k not in ("output", "cache_dir", "figure")}
+    settings = {k: v for k, v in vars(options).items() if k not in ("output", "cache_dir", "figure", "curves_only")}
     results = Results(Path(options.output), settings)
     results.data["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                                "torch": torch.__version__, "note": "shared 2-core machine, loaded (nice 10)"}
 
     task = {"nli": nli_task, "ioi": ioi_task}[options.task](options)
     results.data["task"] = task["name"]
-    prunable = PrunableModel(task["model"], PruningConfig(ablation="mean", init_mean=3.0)).eval()   # short recipe
-    means_data = task["train"].select(range(min(options.means_examples, len(task["train"]))))
-    prunable.compute_means(means_data.remove_columns([c for c in ("labels", "answer_id", "foil_id")
-                                                      if c in means_data.column_names]),
-                           batch_size=16, collate_fn=task["collator"], show_progress=False)
+    prunable = PrunableModel(task["model"], PruningConfig(ablation=options.ablation, init_mean=3.0)).eval()
+    if options.ablation == "mean":
+        means_data = task["train"].select(range(min(options.means_examples, len(task["train"]))))
+        prunable.compute_means(means_data.remove_columns([c for c in ("labels", "answer_id", "foil_id")
+                                                          if c in means_data.column_names]),
+                               batch_size=16, collate_fn=task["collator"], show_progress=False)
     eval_batches = metric_batches(prunable, task["eval"], 16, task["collator"])
     with torch.no_grad(), prunable.masks_disabled():
         teacher = [prunable(**b.inputs).logits for b in eval_batches]
@@ -255,17 +264,24 @@ def main() -> None:
         subset = task["train"].select(range(seed * options.attr_examples, (seed + 1) * options.attr_examples))
         for method in ("patching", "integrated_gradients"):
             key = f"{method}/seed{seed}"
+            if not results.has(key) and options.curves_only:
+                continue
             if not results.has(key):
                 result = attribution_scores(prunable, subset, method=method, steps=options.ig_steps, batch_size=16,
                                             collate_fn=task["collator"])
                 results.put(key, {**result.describe(), "scores": to_lists(result.scores)})
             rankings[key] = from_lists(results.get(key)["scores"])
+        if options.curves_only and f"integrated_gradients/seed{seed}" not in rankings:
+            rankings[f"random/seed{seed}"] = random_scores(prunable.mask_shapes(), seed)
+            continue
         write_mib_circuit(cache / f"ig-seed{seed}.json", cfg, scores=rankings[f"integrated_gradients/seed{seed}"])
         ig_file = str(cache / f"ig-seed{seed}.json")
         arms = [("learned_cold", None, options.spread), ("learned_warm", ig_file, options.spread)]
         arms += [(f"learned_warm_spread{v:g}", ig_file, v) for v in options.extra_spreads]
         for arm, warm, spread in arms:
             key = f"{arm}/seed{seed}"
+            if not results.has(key) and options.curves_only:
+                continue
             if not results.has(key):
                 record, logits = prune(task, prunable, options, seed, warm, eval_batches, teacher,
                                        Path(options.cache_dir) / f"{options.task}-{arm}-{seed}", spread)
@@ -283,7 +299,7 @@ def main() -> None:
         curves = faithfulness_curves(prunable, None, missing, batches=eval_batches)
         results.put("curves", {**stored, **{name: curve.to_dict() for name, curve in curves.items()}})
         results.data[f"curves_seconds_{len(missing)}_rankings"] = time.perf_counter() - start
-    done = sorted({int(k.split("seed")[-1]) for k in results.get("curves") if k.startswith("learned_cold/")})
+    done = sorted({int(k.split("seed")[-1]) for k in results.get("curves") if k.split("/")[0] != "random"})
     results.put("summary", summarize(results, done))
     print(json.dumps(results.get("summary"), indent=1))
     if options.figure:
@@ -292,7 +308,7 @@ def main() -> None:
         for name, curve in results.get("curves").items():
             grouped.setdefault(LABELS.get(name.split("/")[0], name.split("/")[0]), []).append(curve)
         plot_faithfulness_curves(grouped, path=options.figure,
-                                 title=f"{task['name']}: faithfulness over circuit size (mean ablation)").clear()
+                                 title=f"{task['name']} ({options.ablation} ablation)").clear()
 
 
 def summarize(results: Results, seeds: list[int]) -> dict[str, Any]:
@@ -315,6 +331,8 @@ def summarize(results: Results, seeds: list[int]) -> dict[str, Any]:
             entry["final_kl"] = [results.get(f"{method}/seed{s}")["final_kl"] for s in have]
         summary["methods"][method] = entry
     for s in seeds:
+        if not results.has(f"learned_cold/seed{s}"):
+            continue
         cold = results.get(f"learned_cold/seed{s}")
         target = cold["final_kl"]
         row = {"cold_final_kl": target, "cold_kl_at_step0": cold["kl_trace"][0][1],
@@ -326,14 +344,26 @@ def summarize(results: Results, seeds: list[int]) -> dict[str, Any]:
                 row[arm] = {"final_kl": warm["final_kl"], "kl_at_step0": warm["kl_trace"][0][1],
                             "steps_to_cold_final_kl": steps_to_reach(warm["kl_trace"], target)}
         summary["per_seed"][s] = row
-    learned, attribution = summary["methods"]["learned_cold"], summary["methods"]["integrated_gradients"]
+    # Goals on the seeds that have both sides; a goal without data is None, never True.
+    methods = summary["methods"]
+    learned, attribution = methods.get("learned_cold"), methods.get("integrated_gradients")
+    both = sorted(set(learned["seeds"]) & set(attribution["seeds"])) if learned and attribution else []
+
+    def mean(method: str, key: str) -> float:
+        return sum(curves[f"{method}/seed{s}"][key] for s in both) / len(both)
+
+    warm = [v for v in summary["per_seed"].values() if "learned_warm" in v]
     summary["goals"] = {
-        "learned_cpr_ge_attribution": learned["cpr_mean"] >= attribution["cpr_mean"],
-        "learned_cmd_le_attribution": learned["cmd_mean"] <= attribution["cmd_mean"],
+        "seeds_compared": both,
+        "learned_cpr_ge_attribution": mean("learned_cold", "cpr") >= mean("integrated_gradients", "cpr")
+        if both else None,
+        "learned_cmd_le_attribution": mean("learned_cold", "cmd") <= mean("integrated_gradients", "cmd")
+        if both else None,
+        "warm_seeds_compared": [s for s, v in summary["per_seed"].items() if "learned_warm" in v],
         "warm_reaches_cold_kl_in_half_the_steps": all(
             (v["learned_warm"]["steps_to_cold_final_kl"] is not None and
              v["learned_warm"]["steps_to_cold_final_kl"] <= v["steps_cold_to_own_final_kl"] / 2)
-            for v in summary["per_seed"].values())}
+            for v in warm) if warm else None}
     return summary
 
 
