@@ -84,3 +84,7 @@ class PruningFields:
         "help": "Evaluation batches of the check (eval_dataset if given, else the training data)."})
     remove_unused_columns: bool = field(default=True, metadata={
         "help": "Drop dataset columns the wrapped model's forward does not take."})
+    warm_start_scores: str | None = field(default=None, metadata={
+        "help": "Start the mask logits from a ranking: a MIB importance file or a mask artifact folder."})
+    warm_start_spread: float = field(default=3.0, metadata={
+        "help": "Warm start: logits from init_mean - spread (worst) to + spread (best)."})

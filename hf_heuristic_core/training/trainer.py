@@ -91,6 +91,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         """Logits nobody has set, loaded or trained start from this run's seed (so the seed alone decides the run),
         with the recipe's initialization when the config kept the paper's."""
         if not model.mask_state.is_fresh():
+            _warm_start(model, args, self.recipe_settings)
             return
         init_mean = self.recipe.config.get("init_mean")
         if (model.pruning_config.relaxation == "hard_concrete" and init_mean is not None
@@ -98,6 +99,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             model.update_relaxation(init_mean=init_mean)
             self.recipe_settings["init_mean"] = init_mean
         model.reset_masks(args.seed)
+        _warm_start(model, args, self.recipe_settings)
         logger.info("Recipe %r (%s): %s; mask logits initialized from seed %d.", self.recipe.name, args.recipe,
                     self.recipe_settings or "nothing to fill in", args.seed)
 
@@ -451,6 +453,14 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             prunable.generator.set_state(state["generator"])
         self._sparsity_warmup = state.get("sparsity_warmup")
         self.initial_logits = state.get("initial_logits")
+
+def _warm_start(model: PrunableModel, args: PruningArguments, settings: dict[str, Any]) -> None:
+    """`warm_start_scores` given: the logits start from that ranking (`circuits.warm_start`), recorded with the
+    recipe's settings."""
+    if getattr(args, "warm_start_scores", None):
+        from ..circuits.warm_start import warm_start_from_file
+        settings["warm_start"] = warm_start_from_file(model, args.warm_start_scores, args.warm_start_spread)
+
 
 def _check_columns(dataset: Any) -> None:
     if dataset is not None and hasattr(dataset, "__len__") and len(dataset) == 0:
