@@ -46,6 +46,7 @@ Where this differs from his runs (CPU budget; all are flags):
 | mask seeds per base model | 3 | `--mask_seeds` 1 | CPU |
 
     python benchmarks/repro_lepori_subtasks.py --seeds 0,1,2 --output benchmarks/results_repro_lepori.json
+    python benchmarks/repro_lepori_subtasks.py --seeds 0 --masks_dir runs/lepori && hf-heuristic-core analyze runs/lepori
 
 Resumable: base models, searches and finished masks are stored under `--run_dir`; rerun to continue.
 """
@@ -240,8 +241,29 @@ def run_seed(seed: int, args: argparse.Namespace, vocab: AgreementVocabulary, fo
     out["masked_weights"] = pm.granularity.selection_summary()["masked_entries"]
     for subtask in args.subtasks:
         out[subtask] = run_subtask(pm, subtask, seed, data, full, args, folder)
+    if args.masks_dir and seed == args.first_seed and set(args.subtasks) == set(SUBTASKS):
+        write_masks_folder(pm, out, folder, Path(args.masks_dir))
     out["seconds"] = time.time() - start
     return out
+
+
+def write_masks_folder(pm: PrunableModel, out: dict[str, Any], folder: Path, target: Path) -> None:
+    """The first seed's mask-seed-0 masks as artifacts plus the `subtasks.json` that `hf-heuristic-core analyze
+    TARGET` reads (accuracies measured here; a subtask's data is its Test-Target set)."""
+    seed = out["seed"]
+    for subtask in SUBTASKS:
+        chosen = out[subtask]["chosen"]
+        masks = torch.load(mask_file(folder, seed, subtask, chosen["init"], chosen["lr"]), weights_only=False)
+        with pm.masks_applied(masks):
+            pm.save_pretrained(target / subtask)
+    accuracy: dict[str, dict[str, float]] = {"full": {"sr1": out["base"]["odd_sr1"]["accuracy"],
+                                                      "sr2": out["base"]["odd_sr2"]["accuracy"]}}
+    for own, other in (("sr1", "sr2"), ("sr2", "sr1")):
+        r = out[own]["masks"][0]
+        accuracy[own] = {own: r["sub_target"], other: r["sub_other"]}
+        accuracy[f"NOT {own}"] = {own: r["abl_target"], other: r["abl_other"]}
+    atomic_write_text(target / "subtasks.json", json.dumps({"masks": {"sr1": "sr1", "sr2": "sr2"},
+                                                            "accuracy": accuracy}, indent=2) + "\n")
 
 
 def mask_file(folder: Path, seed: int, subtask: str, init: float, lr: float) -> Path:
@@ -326,12 +348,15 @@ def main() -> None:
     parser.add_argument("--random_controls", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--run_dir", default="runs/repro_lepori", help="base models and searches (resumable)")
+    parser.add_argument("--masks_dir", default=None,
+                        help="save the first seed's two masks and a subtasks.json here (for hf-heuristic-core analyze)")
     parser.add_argument("--output", default=None, help="results JSON, rewritten after every base model")
     args = parser.parse_args()
     args.inits = [float(v) for v in args.inits.split(",")]
     args.mask_lrs = [float(v) for v in args.mask_lrs.split(",")]
     args.mask_seeds = [int(v) for v in args.mask_seeds.split(",")]
     args.subtasks = args.subtasks.split(",")
+    args.first_seed = int(args.seeds.split(",")[0])
     torch.set_num_threads(args.threads)
     vocab = AgreementVocabulary(words_per_class=args.words_per_class)
     folder = Path(args.run_dir)
