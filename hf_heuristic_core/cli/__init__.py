@@ -85,7 +85,7 @@ FAST_HELP = ("study", "effective-size", "analyze", "induce", "export", "subtasks
 
 
 def command_help(name: str) -> str:
-    """`study`, `effective-size` and `analyze` help from their flag dataclasses, without importing torch."""
+    """A subcommand's help from its flag dataclasses, without importing torch (prune has its own, `prune_help`)."""
     epilog = "Dashes and underscores both work; booleans take true/false (on by default: also --no_FLAG)."
     if name == "study":
         from ..study.run import StudyArguments
@@ -109,6 +109,11 @@ def command_help(name: str) -> str:
         from .subtasks import SubtasksArguments
         return render_help("hf-heuristic-core subtasks", SUBTASKS, [("subtasks", SubtasksArguments, None)],
                            epilog=epilog)
+    if name == "circuit":
+        from .circuit import circuit_help
+        return circuit_help()
+    if name != "analyze":
+        raise ValueError(f"No help for {name!r}: one of {sorted(SUBCOMMANDS)}.")
     from .analyze import DESCRIPTION as ANALYZE
     from .analyze import AnalyzeArguments
     return render_help("hf-heuristic-core analyze RUNS_DIR", ANALYZE, [("analyze", AnalyzeArguments, None)],

@@ -35,6 +35,7 @@ def _specs():
 
     from hf_heuristic_core.cli import parse_study_arguments
     from hf_heuristic_core.cli.analyze import AnalyzeArguments, parse_analyze_args
+    from hf_heuristic_core.cli.circuit import CircuitArguments, parse_circuit_args
     from hf_heuristic_core.cli.effective_size import EffectiveSizeArguments
     from hf_heuristic_core.cli.export import ExportScriptArguments
     from hf_heuristic_core.cli.induce import InductionArguments
@@ -61,6 +62,8 @@ def _specs():
                            plain(EffectiveSizeArguments)),
         "induce": ((InductionArguments,), _source("cli/induce.py", "induction/*.py"), ["--arithmetic"],
                    plain(InductionArguments)),
+        "circuit": ((CircuitArguments,), _source("cli/circuit.py", "circuits/*.py"), ["export"],
+                    lambda a: (parse_circuit_args(a),)),
     }
 
 
@@ -92,7 +95,9 @@ VALUES = {
     "dataloader_prefetch_factor": ("2", 2), "dataloader_multiprocessing_context": ("spawn", "spawn"),
     "logging_steps": ("250", 250), "save_steps": ("250", 250), "modulus": ("5", 5), "num_tokens": ("30", 30),
     "warmup_steps": ("7", 7), "label_names": ("x", ["x"]),
-    "mask_target_modules": ("wte", "wte"), "config": (None, None), "tf32": ("true", True),
+    "mask_target_modules": ("wte", "wte"), "action": ("attribute", "attribute"),
+    "method": ("patching", "patching"), "sizes": ("curve", "curve"), "edges": ("none", "none"),
+    "random_seeds": ("4,5", "4,5"), "teacher_logits_dtype": ("bfloat16", "bfloat16"), "config": (None, None), "tf32": ("true", True),
 }
 # Flags whose value cannot be parsed here, and why (they are still checked for being read).
 NOT_PARSED_HERE = {"deepspeed": "TrainingArguments loads the deepspeed package to parse it (not installed)",
