@@ -97,7 +97,8 @@ VALUES = {
     "warmup_steps": ("7", 7), "label_names": ("x", ["x"]),
     "mask_target_modules": ("wte", "wte"), "action": ("attribute", "attribute"),
     "method": ("patching", "patching"), "sizes": ("curve", "curve"), "edges": ("none", "none"),
-    "random_seeds": ("4,5", "4,5"), "teacher_logits_dtype": ("bfloat16", "bfloat16"), "config": (None, None), "tf32": ("true", True),
+    "random_seeds": ("4,5", "4,5"), "teacher_logits_dtype": ("bfloat16", "bfloat16"), "config": (None, None),
+    "tf32": ("true", True),
 }
 # Flags whose value cannot be parsed here, and why (they are still checked for being read).
 NOT_PARSED_HERE = {"deepspeed": "TrainingArguments loads the deepspeed package to parse it (not installed)",
