@@ -26,7 +26,8 @@ CASES = {
        for c, args in [("", ["--help"]), ("prune ", ["prune", "--help"]), ("study ", ["study", "--help"]),
                        ("effective-size ", ["effective-size", "--help"]), ("analyze ", ["analyze", "--help"]),
                        ("export ", ["export", "--help"]), ("subtasks ", ["subtasks", "--help"]),
-                       ("induce ", ["induce", "--help"])]},
+                       ("induce ", ["induce", "--help"]),
+                       ("circuit ", ["circuit", "--help"])]},
     "hf-heuristic-core prune --help-all": "from hf_heuristic_core.cli import main; main(['prune', '--help-all'])",
 }
 REPORT = "import sys; print('HEAVY=' + ','.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"

@@ -40,6 +40,8 @@ class MaskReplayCheckpointing:
             enable(activation_checkpointing_kwargs=kwargs, **options)
         else:   # a model (e.g. a PEFT wrapper) that only has the older name
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs, **options)
+        if self.training:   # re-apply the mode: a dropout-free wrapper keeps checkpointed layers in training mode,
+            self.train(True)  # or they would never recompute (enabling after `.train()` used to be a silent no-op)
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None,
                                       **options: Any) -> None:

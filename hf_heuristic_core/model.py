@@ -68,6 +68,9 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner)
         if config.logits_dtype == "bfloat16":   # storage only: the relaxations compute in fp32 (MaskState upcasts)
             self.mask_state.logits.to(torch.bfloat16)
+        device = _model_device(model)
+        if device is not None:   # a model already on a GPU gets its mask state there (no host copy per draw)
+            self.mask_state.to(device)
         self.means_info: dict[str, Any] = {}
         self.generator: torch.Generator | None = None
         self._masks_enabled = True
@@ -216,6 +219,9 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         if (cached is None or cached[0][0] != settings or len(cached[0][1]) != len(state)
                 or not all(torch.equal(a, b) for a, b in zip(cached[0][1], state))):
             masks = self.get_masks(binary=config.eval_mask == "binary", ignore_fixed=True)
+            # get_masks answers on the CPU; cache them where the logits live, or every eval forward on a GPU would
+            # copy each mask to it again.
+            masks = {kind: mask.to(self.mask_logits_device) for kind, mask in masks.items()}
             self._eval_cache = ((settings, [t.clone() for t in state]), masks)
         return self._eval_cache[1]
 
@@ -464,6 +470,14 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         if masks is not None:
             wrapped.load_masks(masks, **hub_kwargs(hf_kwargs))
         return wrapped
+
+
+def _model_device(model: nn.Module) -> torch.device | None:
+    """The device of the model's first real parameter (None for a parameterless or meta model)."""
+    for parameter in model.parameters():
+        if parameter.device.type != "meta":
+            return parameter.device
+    return None
 
 
 def _build_granularity(model: nn.Module, config: PruningConfig) -> Granularity:

@@ -174,7 +174,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
             model: str | os.PathLike | Any = None, tokenizer: Any = None, eval_sets: Mapping[str, Any] | None = None,
             batch_size: int | None = None, seed: int = 0, device: str | None = None,
             show_progress: bool = True, subtasks: Mapping[str, str] | None = None,
-            allow_unfinished: bool = False) -> dict[str, Any]:
+            allow_unfinished: bool = False, circuits: bool = False) -> dict[str, Any]:
     """Build the report of a `prune_many` runs folder; returns what `report.json` holds.
 
     Sections: accuracy per evaluation set (min / max / mean / std over seeds vs the full model), head frequency
@@ -196,6 +196,9 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     A runs folder whose manifest plans runs that have no result yet (an interrupted prune_many) is refused, since
     its statistics would silently cover fewer seeds: finish it (run prune_many again) or pass
     `allow_unfinished=True`, and the report lists what is missing.
+    Circuits (`hf_heuristic_core.circuits`): `RUNS_DIR/circuits/curves.json` (MIB faithfulness curves, written by
+    `hf-heuristic-core circuit faithfulness --runs_dir RUNS_DIR`) adds a section with CPR, CMD and f per circuit size;
+    `circuits=True` computes that file first, on the first evaluation set, with every run's logits as a ranking.
     """
     runs_dir = Path(runs_dir)
     report_dir = Path(output_dir) if output_dir is not None else runs_dir / REPORT_DIR
@@ -234,7 +237,7 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     report["core_sparsity"] = chosen_sparsity
     report["core_units"] = [unit_label(u) for u in core_units]
 
-    need_model = ablation or attention
+    need_model = ablation or attention or circuits
     loaded: dict[str, Any] = {}
     if need_model:
         try:
@@ -286,9 +289,19 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     if declaration is not None:
         report["subtasks"] = subtask_section(declaration, report_dir, allow_unfinished=allow_unfinished)
         figures["subtask_sharing"] = report["subtasks"].get("figure")
+    from ..circuits.report import circuit_markdown, circuit_section, runs_curves
+    if circuits and "model" not in loaded:
+        logger.warning("Skipping the circuit faithfulness curves: %s", loaded.get("skipped"))
+    elif circuits:
+        first = next(iter(loaded["eval_sets"]))
+        runs_curves(runs_dir, results.results, loaded["model"], loaded["eval_sets"][first], first,
+                    batch_size=min(batch, 16))
+    if (section := circuit_section(runs_dir, report_dir)) is not None:
+        report["circuits"] = section
+        figures["faithfulness_curves"] = section["figure"]
     report["figures"] = {k: v for k, v in figures.items() if v}
     write_json(report_dir / "report.json", report)
-    atomic_write_text(report_dir / "report.md", render_markdown(report))
+    atomic_write_text(report_dir / "report.md", render_markdown(report) + "\n".join(circuit_markdown(section)))
     logger.info("Report written to %s", report_dir / "report.md")
     return report
 

@@ -57,6 +57,7 @@ SUBCOMMANDS = {
     "export": "Turn a mask artifact into a smaller, faster plain model (pruned units removed, means folded).",
     "subtasks": "Compare subtask masks (weight / neuron / unit): IoU, IoMin and shared fractions per layer.",
     "induce": "Subtask Induction: transplant a subnetwork, train arms x k x seeds on the target task, report.",
+    "circuit": "MIB circuits: export masks / scores, attribution baseline, faithfulness curves (CPR, CMD).",
 }
 
 
@@ -129,6 +130,9 @@ def _command(name: str) -> Callable[[list[str]], int]:
     if name == "induce":
         from .induce import induce_command
         return induce_command
+    if name == "circuit":
+        from .circuit import circuit_command
+        return circuit_command
     if name == "effective-size":
         from .effective_size import effective_size_command
         return effective_size_command

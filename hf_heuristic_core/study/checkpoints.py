@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -46,3 +47,29 @@ class KeepResumeStateInNewestCheckpoint(TrainerCallback):
 def folder_bytes(folder: str | os.PathLike) -> int:
     """Total size of the files under `folder` (the study prints it so its disk use is no surprise)."""
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def checkpoint_disk_need(parameter_bytes: int, parameters: int, steps: int, every: int) -> dict[str, int]:
+    """Bytes the fine-tuning run will write: the weights of every checkpoint and of the final model, plus the newest
+    checkpoint's AdamW state (two fp32 moments per parameter)."""
+    checkpoints = steps // max(every, 1)
+    return {"checkpoints": checkpoints, "weights": parameter_bytes,
+            "total": (checkpoints + 1) * parameter_bytes + 8 * parameters}
+
+
+def check_disk_for_checkpoints(model, steps: int, every: int, folder: str | os.PathLike) -> dict[str, int]:
+    """Refuse to start a fine-tuning run whose checkpoints will not fit the disk (it would fail hours in, e.g.
+    the paper's 122 BERT-base checkpoints take 53 GB); what is already written counts as available."""
+    parameters = sum(p.numel() for p in model.parameters())
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    need = checkpoint_disk_need(weights, parameters, steps, every)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    available = shutil.disk_usage(folder).free + folder_bytes(folder)
+    need["available"] = available
+    if need["total"] > available:
+        raise OSError(f"Fine-tuning writes {need['checkpoints']} checkpoints of {weights / 2**30:.2f} GiB of weights "
+                      f"each (finetune_steps {steps} / checkpoint_every {every}) plus the final model and one "
+                      f"optimizer state: {need['total'] / 2**30:.1f} GiB, but {folder} has {available / 2**30:.1f} GiB "
+                      "free. Free disk, point --output_dir elsewhere, or raise --checkpoint_every.")
+    return need

@@ -215,6 +215,7 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
 
     source = _model_source(args)
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    _ensure_padding_token(tokenizer)
     data = build_study_data(args.train, args.id_eval, args.ood_eval, train_size=args.train_size,
                             id_eval_size=args.id_eval_size, ood_per_case=args.ood_per_case,
                             counter_heuristic_fraction=args.counter_heuristic_fraction, seed=args.seed,
@@ -286,6 +287,18 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
     return summary
 
 
+def _ensure_padding_token(tokenizer) -> None:
+    """Decoder tokenizers (Llama, SmolLM2, GPT-2) have no padding token, and batches of pairs need one: pad with the
+    end-of-sequence token, as their classifiers expect (the model's config learns the id in `_finetune`)."""
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError("The tokenizer has neither a padding nor an end-of-sequence token, so batches cannot be "
+                             "padded; save the model's tokenizer with a pad_token and pass that folder as --model.")
+        tokenizer.pad_token = tokenizer.eos_token
+        logger.info("The tokenizer has no padding token; padding with its end-of-sequence token %r.",
+                    tokenizer.eos_token)
+
+
 def _head(dataset, count: int):
     return dataset.select(range(min(len(dataset), max(count, 1))))
 
@@ -293,8 +306,17 @@ def _head(dataset, count: int):
 def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, tokenizer, finetune_dir: Path) -> None:
     import transformers
     from ..search.callback import EffectiveSizeCallback
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(source, num_labels=args.num_labels)
-    from .checkpoints import KeepResumeStateInNewestCheckpoint
+    import torch
+    # fp32 weights whatever the checkpoint stores: transformers 5 loads a bf16 checkpoint (SmolLM2, Llama) as bf16,
+    # and AdamW steps of lr 1e-5 on bf16 weights are mostly rounded away.
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(source, num_labels=args.num_labels,
+                                                                            dtype=torch.float32)
+    if model.config.pad_token_id is None:   # decoder classifiers read the last non-padding token: they need the id
+        model.config.pad_token_id = tokenizer.pad_token_id
+    from .checkpoints import KeepResumeStateInNewestCheckpoint, check_disk_for_checkpoints
+    need = check_disk_for_checkpoints(model, args.finetune_steps, args.checkpoint_every, finetune_dir)
+    logger.info("Fine-tuning will write %d checkpoints, %.1f GiB in all (%.1f GiB available).", need["checkpoints"],
+                need["total"] / 2**30, need["available"] / 2**30)
     callbacks: list[Any] = [KeepResumeStateInNewestCheckpoint()]
     if args.track_effective_size:
         callbacks.append(EffectiveSizeCallback(eval_sets, train_inputs, groups,

@@ -23,6 +23,7 @@ from .fields import (
     RECIPE_NAMES,
     SPARSITY_PENALTIES,
     SPARSITY_SCHEDULES,
+    TEACHER_LOGITS_DTYPES,
     TEACHERS,
     PruningFields,
 )
@@ -65,6 +66,10 @@ class PruningArguments(PruningFields, TrainingArguments):
             ("convergence_subnetworks", self.convergence_subnetworks >= 1, "must be >= 1"),
             ("convergence_batches", self.convergence_batches >= 1, "must be >= 1"),
             ("kl_temperature", self.kl_temperature > 0, "must be > 0"),
+            ("teacher_logits_dtype", self.teacher_logits_dtype in TEACHER_LOGITS_DTYPES,
+             f"must be one of {TEACHER_LOGITS_DTYPES}"),
+            ("kl_chunk_size", self.kl_chunk_size is None or self.kl_chunk_size >= 1,
+             "must be >= 1 (rows per chunk), or unset to compute the KL at once"),
             ("final_threshold", 0.0 < self.final_threshold < 1.0, "must be in (0, 1)"),
             ("sparsity_warmup_steps", self.sparsity_warmup_steps is None or self.sparsity_warmup_steps >= 0,
              "must be >= 0"),

@@ -14,6 +14,7 @@ SPARSITY_PENALTIES = ("sampled", "expected")
 TEACHERS = ("same_model", "cached")
 FINAL_BINARIZATIONS = ("topk", "threshold")
 CACHE_DTYPES = ("auto", "float32", "bfloat16", "topk")
+TEACHER_LOGITS_DTYPES = ("float32", "bfloat16")
 
 
 @dataclass
@@ -43,6 +44,12 @@ class PruningFields:
         "help": "same_model: the wrapped model with masks disabled, run every step (no second copy); cached: "
                 "teacher logits computed once before training (the teacher is frozen)."})
     kl_temperature: float = field(default=1.0, metadata={"help": "Softmax temperature of the KL (the paper uses 1)."})
+    teacher_logits_dtype: str = field(default="float32", metadata={
+        "help": "float32, or bfloat16: the same-model teacher's logits are kept in bf16 from its forward pass to the "
+                "KL (half their memory; the KL then differs by bf16 rounding, see BENCHMARKS.md)."})
+    kl_chunk_size: int | None = field(default=None, metadata={
+        "help": "Compute the KL this many rows (examples, or tokens for per-token logits) at a time, with a backward "
+                "of its own: the same value with far less memory for per-token logits (e.g. 1024). Default: at once."})
     keep_dropout: bool = field(default=False, metadata={
         "help": "Run the student with dropout. Off by default: a student with dropout cannot reach KL 0 against "
                 "a teacher without it."})
@@ -77,3 +84,7 @@ class PruningFields:
         "help": "Evaluation batches of the check (eval_dataset if given, else the training data)."})
     remove_unused_columns: bool = field(default=True, metadata={
         "help": "Drop dataset columns the wrapped model's forward does not take."})
+    warm_start_scores: str | None = field(default=None, metadata={
+        "help": "Start the mask logits from a ranking: a MIB importance file or a mask artifact folder."})
+    warm_start_spread: float = field(default=3.0, metadata={
+        "help": "Warm start: logits from init_mean - spread (worst) to + spread (best)."})

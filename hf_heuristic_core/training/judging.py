@@ -113,8 +113,9 @@ class SubnetworkJudging:
                                  [masks, *randoms])
         finally:
             prunable.train(was_training)
+        # A warm start begins from a chosen ranking: keeping it is a result there, not a sign of a stalled run.
         correlation = init_rank_correlation(self.initial_logits, dict(prunable.mask_logits.items())) \
-            if self.initial_logits else None
+            if self.initial_logits and not getattr(self.args, "warm_start_scores", None) else None
         return check_convergence(kls[0], kls[1:], correlation, len(batches))
 
     def _judging_batches(self, count: int) -> list[dict[str, torch.Tensor]]:

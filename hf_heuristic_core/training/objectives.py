@@ -169,7 +169,8 @@ class MaskObjective:
             if "kl" in self.objective:
                 if teacher is None:
                     teacher = trainer.teacher_logits(chunk, example_index, student_like=student)
-                part = kl_to_teacher(student, teacher, chunk.get("attention_mask"), trainer.args.kl_temperature)
+                part = kl_to_teacher(student, teacher, chunk.get("attention_mask"), trainer.args.kl_temperature,
+                                     chunk_size=getattr(trainer.args, "kl_chunk_size", None))
                 kl_total = kl_total + weight * part.detach()
                 loss = loss + weight * part
         expected = prunable.expected_sparsity()

@@ -24,10 +24,11 @@ from ..errors import EmptyDatasetError, PruningError
 from ..model import PrunableModel
 from .arguments import PruningArguments
 from .lagrangian import LagrangeMultipliers
-from .losses import kl_to_teacher
+from .losses import kl_items, kl_to_teacher
 from .objectives import MaskObjective
 from .judging import EXAMPLE_INDEX_COLUMN, SubnetworkJudging
 from .recipes import PAPER_INIT_MEAN, apply_recipe, planned_steps, resolve_recipe
+from .sharding import average_replicated_gradients, configure_sharding, is_sharded
 from .teacher import TeacherCache, budget_message, choose_storage, format_bytes, gigabytes
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         self._sparsity_warmup: int | None = None
         self._running: dict[str, torch.Tensor | float] = {}
         self._running_count = 0
+        self._running_weight: torch.Tensor | float = 0.0
         self.lagrangian = LagrangeMultipliers().to(model.mask_logits_device)
         self._start_masks(model, args)
         if model.generator is None or model.generator.device != model.mask_logits_device:
@@ -83,11 +85,13 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         self.initial_logits: dict[str, torch.Tensor] | None = None
         self.convergence = None
         self.objective = MaskObjective(self)   # task loss, fixed penalties, chunked samples (training.objectives)
+        configure_sharding(self)   # FSDP2: base model sharded, mask state whole (training.sharding)
 
     def _start_masks(self, model: PrunableModel, args: PruningArguments) -> None:
         """Logits nobody has set, loaded or trained start from this run's seed (so the seed alone decides the run),
         with the recipe's initialization when the config kept the paper's."""
         if not model.mask_state.is_fresh():
+            _warm_start(model, args, self.recipe_settings)
             return
         init_mean = self.recipe.config.get("init_mean")
         if (model.pruning_config.relaxation == "hard_concrete" and init_mean is not None
@@ -95,6 +99,7 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             model.update_relaxation(init_mean=init_mean)
             self.recipe_settings["init_mean"] = init_mean
         model.reset_masks(args.seed)
+        _warm_start(model, args, self.recipe_settings)
         logger.info("Recipe %r (%s): %s; mask logits initialized from seed %d.", self.recipe.name, args.recipe,
                     self.recipe_settings or "nothing to fill in", args.seed)
 
@@ -116,11 +121,14 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         if self.optimizer is None:
             prunable = self.prunable
             logits = [p for _, p in prunable.mask_logits.items()]
-            multipliers = list(self.lagrangian.parameters())
             groups = [
                 {"params": logits, "lr": self.args.mask_learning_rate, "weight_decay": 0.0, "maximize": False},
-                {"params": multipliers, "lr": self.args.reg_learning_rate, "weight_decay": 0.0, "maximize": True},
+                self._multiplier_group(),
             ]
+            if is_sharded(self):
+                # accelerate's FSDP2 preparation re-maps every optimizer tensor to a model parameter by name and
+                # fails on the multipliers (the trainer's, not the model's): they join after it (create_scheduler).
+                groups.pop()
             self.optimizer = torch.optim.AdamW(groups, lr=self.args.mask_learning_rate,
                                                betas=(self.args.adam_beta1, self.args.adam_beta2),
                                                eps=self.args.adam_epsilon, weight_decay=0.0)
@@ -128,17 +136,39 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             self.optimizer.register_step_post_hook(lambda *_: self.lagrangian.zero_grad(set_to_none=True))
         return self.optimizer
 
+    def _multiplier_group(self) -> dict[str, Any]:
+        return {"params": list(self.lagrangian.parameters()), "lr": self.args.reg_learning_rate, "weight_decay": 0.0,
+                "maximize": True}
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        """The multipliers' group joins a sharded run's optimizer here, after the model was prepared and before
+        the scheduler reads the groups' learning rates."""
+        optimizer = optimizer if optimizer is not None else self.optimizer
+        multipliers = set(self.lagrangian.parameters())
+        if optimizer is not None and not any(p in multipliers for group in optimizer.param_groups
+                                             for p in group["params"]):
+            optimizer.add_param_group(self._multiplier_group())
+        return super().create_scheduler(num_training_steps, optimizer)
+
     def _with_multipliers(self, model: nn.Module) -> list[nn.Parameter]:
         return [*model.parameters(), *self.lagrangian.parameters()]
 
     def _clip_grad_norm(self, model: nn.Module):
         """Clip the mask logits and the multipliers together, as one set of trainable parameters."""
+        self._average_mask_gradients()
         return self.accelerator.clip_grad_norm_(self._with_multipliers(model), self.args.max_grad_norm)
 
     def _get_grad_norm(self, model: nn.Module, grad_norm: Any = None):
-        if grad_norm is None:
+        if grad_norm is None:   # no clipping this run: the one call before every optimizer step
+            self._average_mask_gradients()
             grad_norm = self.accelerator.clip_grad_norm_(self._with_multipliers(model), float("inf"))
         return grad_norm
+
+    def _average_mask_gradients(self) -> None:
+        """Under FSDP the mask logits are kept whole on every rank (`training.sharding`) and FSDP does not reduce
+        their gradients: average them here, once per optimizer step, before any norm is taken."""
+        if is_sharded(self):
+            average_replicated_gradients([p for _, p in self.prunable.mask_logits.items()], self.args.world_size)
 
     def sparsity_warmup(self) -> int:
         if self._sparsity_warmup is None:
@@ -185,7 +215,9 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             assert student_like is not None
             return self.teacher_cache.lookup(example_index, student_like, inputs.get("attention_mask"))
         with torch.no_grad(), self.prunable.masks_disabled(), self._inner_mode(False):
-            return self.prunable(**inputs).logits.detach()
+            logits = self.prunable(**inputs).logits.detach()
+        # bf16 halves what is held from here to the KL (the student's forward and backward run in between).
+        return logits.to(torch.bfloat16) if self.args.teacher_logits_dtype == "bfloat16" else logits
 
     @torch.no_grad()
     def build_teacher_cache(self) -> TeacherCache | None:
@@ -261,14 +293,18 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         if teacher is None:
             teacher = self.teacher_logits(inputs, example_index, student_like=student)
         mask = inputs.get("attention_mask")
-        kl = kl_to_teacher(student, teacher, mask, self.args.kl_temperature)
+        # One KL graph (the sum over this micro-batch's items), its mean derived: per-token KL intermediates are
+        # as large as the logits, and a second graph for the mean would hold them twice.
+        total = kl_to_teacher(student, teacher, mask, self.args.kl_temperature, reduction="sum",
+                              chunk_size=self.args.kl_chunk_size)
+        items = kl_items(student, mask)
+        kl = total / items.to(total.device)
         kl_for_loss = kl
         if student.dim() == 3 and model.training and torch.is_tensor(num_items_in_batch):
             # Mean over the real tokens of the whole accumulated, distributed batch: the Trainer divides by the
             # accumulation steps and DDP averages over ranks, so scale this micro-batch's sum back up.
             scale = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
             scale *= max(self.args.world_size, 1)
-            total = kl_to_teacher(student, teacher, mask, self.args.kl_temperature, reduction="sum")
             kl_for_loss = total * scale / num_items_in_batch.to(total.device).clamp_min(1)
         target = self.current_target()
         expected = prunable.expected_sparsity()
@@ -279,7 +315,8 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         if model.training:
             if not bool(torch.isfinite(loss)):
                 self._stop_on_nonfinite(kl)
-            self._record(kl=kl, sampled=sampled if sampled is not None else expected, expected=expected)
+            self._record(items, kl=kl, sampled=sampled if sampled is not None else expected,
+                         expected=expected)
         return (loss, outputs) if return_outputs else loss
 
     def _one_noise_draw_per_step(self) -> None:
@@ -318,28 +355,76 @@ class PruningTrainer(SubnetworkJudging, Trainer):
                            f"before this step were saved to {folder}. Lower mask_learning_rate / reg_learning_rate, "
                            "check the data for empty sequences, or use fp32.")
 
-    def _record(self, **values: torch.Tensor) -> None:
+    def _record(self, weight: float | torch.Tensor = 1.0, **values: torch.Tensor) -> None:
+        """Add one micro-batch's values to the running log, weighted by what the value averages over (examples, or
+        real tokens for per-position KL), so that the logged mean is the mean over the whole logged batch."""
+        weight = torch.as_tensor(weight, dtype=torch.float32).detach()
         for key, value in values.items():
             value = value.detach().float()
-            self._running[key] = self._running.get(key, 0.0) + value
+            weight = weight.to(value.device)   # stays on the device: no host sync per micro-batch
+            self._running[key] = self._running.get(key, 0.0) + value * weight
+        self._running_weight = self._running_weight + weight
         self._running_count += 1
+
+    def _running_means(self) -> dict[str, float]:
+        """The weighted means of the recorded values since the last log, over every micro-batch of every process
+        (one all-reduce when distributed: the log then shows the global batch's KL, not rank 0's share)."""
+        keys = sorted(self._running)
+        device = next((v.device for v in self._running.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
+        totals = torch.stack([torch.as_tensor(self._running[key], dtype=torch.float32).to(device) for key in keys]
+                             + [torch.as_tensor(self._running_weight, dtype=torch.float32).to(device)])
+        if self.args.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(totals, op=torch.distributed.ReduceOp.SUM)
+        weight = float(totals[-1]) or 1.0
+        return {key: float(value) / weight for key, value in zip(keys, totals[:-1])}
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         """Add target, sampled and expected sparsity, lambda1, lambda2 and KL to every training log."""
         if "loss" in logs and self._running_count:
-            count = self._running_count
-            logs["kl"] = float(self._running["kl"]) / count
-            logs["sparsity_sampled"] = float(self._running["sampled"]) / count
-            logs["sparsity_expected"] = float(self._running["expected"]) / count
+            means = self._running_means()
+            logs["kl"] = means["kl"]
+            logs["sparsity_sampled"] = means["sampled"]
+            logs["sparsity_expected"] = means["expected"]
             logs["sparsity_target"] = self.current_target()
             logs["lambda_1"] = float(self.lagrangian.lambda_1.detach())
             logs["lambda_2"] = float(self.lagrangian.lambda_2.detach())
-            logs.update({key: float(self._running[key]) / count for key in ("task_loss", "penalty")
-                         if key in self._running})
+            logs.update({key: means[key] for key in ("task_loss", "penalty") if key in means})
             self._running, self._running_count = {}, 0
+            self._running_weight = 0.0
         super().log(logs, *args, **kwargs)
 
     # ------------------------------------------------------------------ checkpoints: masks only
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Masks only. Under FSDP the stock Trainer first gathers the whole model's weights onto one rank; the
+        masks are already whole on every rank (`training.sharding`), so that gather is skipped."""
+        if not is_sharded(self):
+            return super().save_model(output_dir, _internal_call)
+        self._save(output_dir or self.args.output_dir)
+        if self.args.push_to_hub and not _internal_call:
+            self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
+
+    def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
+        """Under FSDP the optimizer holds only whole tensors (mask logits, multipliers), identical on every rank:
+        rank 0 saves them as in a one-process run (the stock FSDP path would also write the model's weights)."""
+        if not is_sharded(self):
+            return super()._save_optimizer_and_scheduler(output_dir)
+        if self.args.should_save:
+            from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
+            torch.save(self.optimizer.state_dict(), os.path.join(output_dir, OPTIMIZER_NAME))
+            torch.save(self.lr_scheduler.state_dict(), os.path.join(output_dir, SCHEDULER_NAME))
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        if checkpoint is None or not is_sharded(self):
+            return super()._load_optimizer_and_scheduler(checkpoint)
+        from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
+        for name in (OPTIMIZER_NAME, SCHEDULER_NAME):
+            if not os.path.isfile(os.path.join(checkpoint, name)):
+                raise PruningError(f"{checkpoint} has no {name}; it was not written by a PruningTrainer run (a "
+                                   "sharded run resumes only from its own checkpoints).")
+        self.optimizer.load_state_dict(torch.load(os.path.join(checkpoint, OPTIMIZER_NAME), map_location="cpu",
+                                                  weights_only=True))
+        self.lr_scheduler.load_state_dict(torch.load(os.path.join(checkpoint, SCHEDULER_NAME), weights_only=True))
+
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         output_dir = output_dir or self.args.output_dir
         if not self.args.should_save:
@@ -368,6 +453,14 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             prunable.generator.set_state(state["generator"])
         self._sparsity_warmup = state.get("sparsity_warmup")
         self.initial_logits = state.get("initial_logits")
+
+def _warm_start(model: PrunableModel, args: PruningArguments, settings: dict[str, Any]) -> None:
+    """`warm_start_scores` given: the logits start from that ranking (`circuits.warm_start`), recorded with the
+    recipe's settings."""
+    if getattr(args, "warm_start_scores", None):
+        from ..circuits.warm_start import warm_start_from_file
+        settings["warm_start"] = warm_start_from_file(model, args.warm_start_scores, args.warm_start_spread)
+
 
 def _check_columns(dataset: Any) -> None:
     if dataset is not None and hasattr(dataset, "__len__") and len(dataset) == 0:

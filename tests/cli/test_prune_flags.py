@@ -29,7 +29,7 @@ def test_help_lists_pruning_flags_first_and_hides_inapplicable_training_flags(ca
         assert f"--{name}" not in options
     assert "Refused (the mask optimizer ignores them, or they would change nothing in a pruning run; --help-all says " \
            "why): --learning_rate" in " ".join(text.split())
-    assert len(text.splitlines()) < 260   # was 768 lines with every TrainingArguments field
+    assert len(text.splitlines()) < 265   # was 768 lines with every TrainingArguments field
 
 
 def test_help_all_lists_every_training_argument(capsys):

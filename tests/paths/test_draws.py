@@ -282,3 +282,24 @@ def test_a_masked_weight_read_outside_any_pass_follows_the_same_rule():
         sampled = module.weight
         assert torch.equal(module.weight, sampled)   # one draw for the block
     assert not torch.equal(sampled, original)
+
+
+@pytest.mark.parametrize("enable_first", [True, False])
+def test_checkpointed_layers_recompute_whether_enabled_before_or_after_train(enable_first):
+    """A dropout-free training wrapper (`train_dropout = False`) keeps the model in eval mode; checkpointed layers
+    must still be in training mode or transformers skips the checkpoint. Enabling after `.train()` used to be a
+    silent no-op (found by the GPU memory benchmark: checkpointing saved nothing)."""
+    prunable = PrunableModel(tiny_model("bert"), PruningConfig(ablation="zero", init_mean=3.0))
+    prunable.train_dropout = False
+    if enable_first:
+        prunable.activation_checkpointing_enable()
+        prunable.train()
+    else:
+        prunable.train()
+        prunable.activation_checkpointing_enable()
+    attention = layers_of(prunable.model, "bert")[0].attention   # inside the checkpointed layer
+    calls = []
+    attention.register_forward_hook(lambda module, args, output: calls.append(1))
+    prunable(**make_batch("bert")).logits.sum().backward()
+    assert len(calls) == 2   # the forward and its recomputation in backward
+    assert not any(m.training for m in prunable.model.modules() if isinstance(m, torch.nn.Dropout))

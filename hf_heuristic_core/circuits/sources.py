@@ -1,0 +1,75 @@
+"""Where a ranking of units comes from: a MIB circuit file's node scores, or a mask artifact's learned logits.
+
+Both give scores by kind (`{"heads": [L, H], "mlps": [L]}`, higher = more important, NaN = unscored). A mask
+artifact ranks by its mask logits (`logits.<kind>`, saved with every unit artifact); a kind the run did not prune has
+no logits and is unscored (always kept, as MIB keeps unscored nodes).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import PruningError
+from .mib import MibFormatError, read_mib_circuit
+
+__all__ = ["PINNED_SCORE", "load_unit_scores"]
+
+PINNED_SCORE = 1e9
+
+
+def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...]] | None = None
+                     ) -> dict[str, torch.Tensor]:
+    """Scores by kind from a MIB circuit `.json` (its node scores) or a mask artifact folder (its logits).
+
+    `shapes` (e.g. `prunable.mask_shapes()`) is checked when given: a ranking made for another model is refused."""
+    path = Path(source)
+    if path.is_dir():
+        scores = _artifact_scores(path)
+    elif path.suffix == ".json":
+        circuit = read_mib_circuit(path)
+        if circuit.scores is None:
+            raise MibFormatError(f"{path} is a binary MIB circuit (no node has a 'score'); a ranking needs scores: "
+                                 "pass an importance file (importances.json) or a mask artifact folder.")
+        scores = {kind: value.float() for kind, value in circuit.scores.items()}
+    else:
+        raise PruningError(f"{source}: not a mask artifact folder or a MIB circuit .json file; pass one of those "
+                           "(e.g. runs/sp50-seed0, or circuits/importances.json).")
+    if shapes is not None:
+        for kind, shape in shapes.items():
+            if kind not in scores:
+                scores[kind] = torch.full(tuple(shape), float("nan"))
+            elif tuple(scores[kind].shape) != tuple(shape):
+                raise PruningError(f"{source}: {kind} scores have shape {tuple(scores[kind].shape)}, but this model's "
+                                   f"{kind} are {list(shape)}; the ranking was made for another model.")
+        extra = sorted(set(scores) - set(shapes))
+        if extra:
+            raise PruningError(f"{source} scores unit kind(s) {extra} this model does not have ({sorted(shapes)}).")
+    return scores
+
+
+def _artifact_scores(path: Path) -> dict[str, Any]:
+    from ..artifacts import read_artifact
+    artifact = read_artifact(path)
+    if artifact.config.granularity != "unit":
+        raise PruningError(f"{path}: a {artifact.config.granularity!r} mask artifact; circuit rankings are over heads "
+                           "and MLP blocks (granularity 'unit').")
+    scores = {}
+    for kind in artifact.masks:
+        logits = artifact.tensors.get(f"logits.{kind}")
+        if logits is None:
+            scores[kind] = torch.full(tuple(artifact.masks[kind].shape), float("nan"))
+        else:
+            forced = artifact.tensors.get(f"forced.{kind}")
+            value = logits.float().clone()
+            if forced is not None:   # pinned units rank by their pin (first / last; finite, so still scored)
+                value = torch.where(forced > 0, torch.full_like(value, PINNED_SCORE), value)
+                value = torch.where(forced < 0, torch.full_like(value, -PINNED_SCORE), value)
+            scores[kind] = value
+    if all(bool(torch.isnan(v).all()) for v in scores.values()):
+        raise PruningError(f"{path}: the artifact has no mask logits to rank by (only fixed masks); pass an artifact "
+                           "saved by PruningTrainer or prune.")
+    return scores
