@@ -63,10 +63,3 @@ def test_readme_python_example_runs(index, tmp_path, monkeypatch):
                 "artifact round trip changed the outputs"
         assert namespace["model"].sparsity() == pytest.approx(1 / 78)
         assert not torch.equal(namespace["ablated"], namespace["full"])
-    if "trainer" in namespace and hasattr(namespace.get("model"), "sparsity_report"):
-        report = namespace["model"].sparsity_report()
-        assert report["units_kept"] == 39 and report["units_total"] == 78
-        assert (tmp_path / "runs" / "minilm-50" / "masks.safetensors").is_file()
-        assert not (tmp_path / "runs" / "minilm-50" / "model.safetensors").exists()
-        # A meaningful verdict: the example trains the head first (an untrained head made it "inconclusive").
-        assert namespace["trainer"].convergence.status != "inconclusive"
