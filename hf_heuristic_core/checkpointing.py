@@ -40,8 +40,8 @@ class MaskReplayCheckpointing:
             enable(activation_checkpointing_kwargs=kwargs, **options)
         else:   # a model (e.g. a PEFT wrapper) that only has the older name
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs, **options)
-        if self.training:   # re-apply the mode: a dropout-free wrapper keeps checkpointed layers in training mode,
-            self.train(True)  # or they would never recompute (enabling after `.train()` used to be a silent no-op)
+        if self.training and not self.train_dropout:   # after `.train()` of a dropout-free wrapper: checkpointed
+            self._checkpointed_layers_train()             # layers in eval mode would never recompute (silent no-op)
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None,
                                       **options: Any) -> None:

@@ -141,10 +141,15 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         super().train(mode)
         if mode and not self.train_dropout:
             self.model.eval()
-            for module in self.model.modules():
-                if getattr(module, "gradient_checkpointing", False) is True:
-                    module.training = True
+            self._checkpointed_layers_train()
         return self
+
+    def _checkpointed_layers_train(self) -> None:
+        """Put the gradient-checkpointed layers (alone, not their dropout) in training mode: transformers only
+        checkpoints a layer that is training."""
+        for module in self.model.modules():
+            if getattr(module, "gradient_checkpointing", False) is True:
+                module.training = True
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The wrapped model's forward, in one pass: one draw of the masks for the whole call."""
