@@ -6,6 +6,7 @@ import importlib
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,31 @@ def test_importing_the_package_loads_neither_torch_nor_transformers():
             "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_moved_path_fails_the_test_run(tmp_path):
+    """setup.cfg turns the package's own deprecation warnings into errors, so no test, README block or example can
+    keep using a moved path unnoticed; a third-party DeprecationWarning does not fail the run."""
+    (tmp_path / "test_uses_moved_path.py").write_text(
+        "def test_old_path():\n"
+        "    from hf_heuristic_core.cli_analyze import analyze_command  # noqa: F401\n")
+    (tmp_path / "test_third_party.py").write_text(
+        "import warnings\n\n\n"
+        "def test_third_party_deprecation():\n"
+        "    warnings.warn_explicit('old API', DeprecationWarning, 'lib.py', 1, module='somelib')\n")
+    setup_cfg = str(Path(__file__).resolve().parents[1] / "setup.cfg")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-c", setup_cfg, "--rootdir", str(tmp_path), "-p",
+                          "no:xdist", "-p", "no:cacheprovider", "-q", str(tmp_path)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert "1 failed, 1 passed" in run.stdout, run.stdout[-2000:]
+    assert "DeprecationWarning: hf_heuristic_core.cli_analyze moved to hf_heuristic_core.cli.analyze" in run.stdout
+
+
+def test_deprecation_from_a_project_module_is_an_error_and_a_third_party_one_is_not():
+    alias = importlib.import_module("hf_heuristic_core.mask_stats")
+    with pytest.raises(DeprecationWarning, match="moved to hf_heuristic_core.analysis.mask_stats"):
+        alias.core  # noqa: B018
+    with pytest.raises(FutureWarning, match="soon"):  # attributed to a package module, whatever its message
+        warnings.warn_explicit("soon", FutureWarning, "model.py", 1, module="hf_heuristic_core.model")
+    with pytest.warns(DeprecationWarning, match="old API"):
+        warnings.warn_explicit("old API", DeprecationWarning, "lib.py", 1, module="somelib")
