@@ -17,6 +17,8 @@ subcases; entailed and non-entailed halves reported apart), and for the uniform 
 stock config.
 
     python benchmarks/bench_uniform_cost.py --seeds 0,1,2 --json benchmarks/results_uniform_cost.json
+
+Seeds already in the JSON are skipped, so `--seeds 0`, `--seeds 1`, `--seeds 2` in turn give the same file.
 """
 
 from __future__ import annotations
@@ -140,8 +142,14 @@ def main() -> None:
                 for name, d in hans_sets.items()}
     results = {"setting": vars(args), "torch": torch.__version__, "transformers": transformers.__version__,
                "seeds": {}}
+    if args.json and Path(args.json).is_file():   # one seed per invocation keeps each run short; results add up
+        previous = json.loads(Path(args.json).read_text())
+        results["seeds"], results["full_model"] = previous.get("seeds", {}), previous.get("full_model")
 
     for seed in [int(s) for s in args.seeds.split(",")]:
+        if str(seed) in results["seeds"]:
+            logger.info("seed %d already in %s", seed, args.json)
+            continue
         started = time.perf_counter()
         model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir)
         prunable = PrunableModel(model, PruningConfig(init_mean=3.0))
@@ -155,7 +163,7 @@ def main() -> None:
         trainer.train()
         convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None
         entry = {"prune_seconds": round(time.perf_counter() - started, 1), "convergence": convergence}
-        if seed == int(args.seeds.split(",")[0]):
+        if not results.get("full_model"):
             results["full_model"] = {"id_accuracy": _plain_accuracy(prunable, id_eval, collator),
                                      **{f"{n}_accuracy": _plain_accuracy(prunable, d, collator)
                                         for n, d in hans_tok.items()}}
