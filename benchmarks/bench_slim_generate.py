@@ -99,7 +99,8 @@ def main() -> None:
                "uniform_layout": {"heads_per_layer": int(uniform_masks["heads"][0].sum()),
                                   "mlps_kept": int(uniform_masks["mlps"].sum()),
                                   "stock": slim_uniform.config.hf_heuristic_core_slim["stock"]},
-               "free_layout": {"heads_kept": int(free_masks["heads"].sum()), "mlps_kept": int(free_masks["mlps"].sum())},
+               "free_layout": {"heads_kept": int(free_masks["heads"].sum()),
+                               "mlps_kept": int(free_masks["mlps"].sum())},
                "rows": {}}
     for batch_size in [int(b) for b in args.batches.split(",")]:
         prompt = torch.randint(10, config.vocab_size, (batch_size, args.prompt), generator=generator)

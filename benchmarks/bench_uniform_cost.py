@@ -51,6 +51,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sparsity", type=float, default=0.5)
     parser.add_argument("--prune-steps", type=int, default=300)
+    parser.add_argument("--prune-batch-size", type=int, default=16)
     parser.add_argument("--finetune-epochs", type=float, default=2.0)
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--hans", default="../shared/data/hans", help="folder of HANS jsonl(.gz) files")
@@ -157,8 +158,9 @@ def main() -> None:
         training = PruningArguments(
             output_dir=str(workdir / f"prune-{seed}"), target_sparsity=args.sparsity,
             sparsity_warmup_steps=args.prune_steps // 2, max_steps=args.prune_steps, warmup_steps=10,
-            per_device_train_batch_size=16, teacher="cached", sparsity_penalty="expected", reg_learning_rate=0.1,
-            report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="no", logging_steps=100, seed=seed)
+            per_device_train_batch_size=args.prune_batch_size, teacher="cached", sparsity_penalty="expected",
+            reg_learning_rate=0.1, report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="no",
+            logging_steps=100, seed=seed)
         trainer = PruningTrainer(model=prunable, args=training, train_dataset=train, data_collator=collator)
         trainer.train()
         convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None

@@ -39,7 +39,8 @@ from ..errors import ExportError, MissingMeansError, UnsupportedArchitectureErro
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_FORMAT", "SLIM_KEY", "check_uniform", "export_slim", "full_width_attention", "forget_hook_marks", "num_kv_heads", "parameter_count",
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "check_uniform", "export_slim", "forget_hook_marks", "full_width_attention",
+           "num_kv_heads", "parameter_count",
            "rebuild_to_layout", "slim_info"]
 
 SLIM_KEY = "hf_heuristic_core_slim"

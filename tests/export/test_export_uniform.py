@@ -79,7 +79,8 @@ def test_uniform_heads_keep_whole_best_groups_in_every_layer(sparsity):
 
 def test_uniform_budget_picks_the_closest_total_and_keeps_the_kinds_split():
     """Hand-worked: 4 layers x 2 groups of 2 heads, free masks keep 6 heads (1.5 groups per layer -> 1 or 2) and
-    2 MLP blocks (0.5 per layer -> 0 or 1). Totals: (1, 0) 8, (1, 1) 12, (2, 0) 16, (2, 1) 20; free total 8 -> (1, 0)."""
+    2 MLP blocks (0.5 per layer -> 0 or 1). Totals: (1, 0) 8, (1, 1) 12, (2, 0) 16, (2, 1) 20; free total 8 ->
+    (1, 0)."""
     from hf_heuristic_core.relaxations.uniform import per_layer_counts
     prunable = _prunable("llama", "zero")
     kinds = prunable.mask_state.kinds
