@@ -334,7 +334,7 @@ def load_artifact_into(model: Any, dir_or_repo_id: str | os.PathLike, **hub_kwar
     if means_info:
         model.means_info = json.loads(means_info)
     saved = artifact.config
-    for key in ("ablation", "binarization", "binarization_scope", "threshold", "eval_mask"):
+    for key in ("ablation", "binarization", "binarization_scope", "uniform_layers", "threshold", "eval_mask"):
         setattr(model.pruning_config, key, getattr(saved, key))
 
 

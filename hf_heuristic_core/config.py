@@ -14,6 +14,10 @@ neurons); `relaxation="continuous_sparsification"` (Lepori: s init 0, beta 1 -> 
 per weight: `logits_dtype="bfloat16"` stores them (and so their gradients and Adam's moments) in bf16, 8 bytes per
 masked weight instead of 16, fine for continuous sparsification's near-zero logits but lossy for Gumbel-sigmoid's
 (BENCHMARKS.md, weight masks).
+
+`uniform_layers=True` binarizes to the same count in every layer (heads in whole key/value groups, MLP blocks all
+kept or all removed, the same number of MLP neurons): the Minitron / Sheared-LLaMA constraint, which a stock
+Transformers config can express, so the slim export loads with plain `from_pretrained` (`relaxations.uniform`).
 """
 
 from __future__ import annotations
@@ -81,6 +85,9 @@ class PruningConfig:
     # How learned masks become 0/1 masks (binarization None: the relaxation's paper rule, topk for hard concrete).
     binarization: str | None = None
     binarization_scope: str = "global"
+    # Keep the same number of heads (whole key/value groups under GQA) and the same MLP width in every layer when
+    # masks are binarized, so that a slim export is a stock config (`docs/guides/slim_reload.md`).
+    uniform_layers: bool = False
     threshold: float = 0.5
     eval_mask: str = "binary"
 
@@ -160,6 +167,10 @@ class PruningConfig:
                                              or self.mask_bias):
             raise ValueError(f"PruningConfig: target_modules, layers_to_transform and mask_bias select weights, so "
                              f"they need granularity='weight' (got granularity={self.granularity!r}).")
+        if self.uniform_layers and self.granularity == "weight":
+            raise ValueError("PruningConfig: uniform_layers keeps the same number of heads / MLP neurons in every "
+                             "layer, so it needs granularity='unit' or 'neuron' (weight masks have no per-layer "
+                             "unit count); drop uniform_layers or change the granularity.")
         if self.num_heads is not None and self.num_heads <= 0:
             raise ValueError(f"PruningConfig: num_heads must be positive, got {self.num_heads}.")
 

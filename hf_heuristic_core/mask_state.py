@@ -18,6 +18,7 @@ from .errors import MaskShapeError
 from .granularity.base import MaskKind
 from .relaxations.base import Relaxation
 from .relaxations.binarize import binarize_masks
+from .relaxations.uniform import uniform_masks
 
 __all__ = ["DEFAULT_INIT_SEED", "KindTensors", "MaskLogits", "MaskState", "escape_kind"]
 
@@ -152,18 +153,26 @@ class MaskState(nn.Module):
         return 1 - torch.stack(kept).sum() / self.num_units()
 
     def masks(self, binary: bool, sparsity: float | None, ignore_fixed: bool, rule: str, scope: str,
-              threshold: float) -> dict[str, torch.Tensor]:
-        """Fixed masks (unless `ignore_fixed` or a `sparsity` is asked for), else the binarized or soft learned ones."""
+              threshold: float, uniform: bool = False) -> dict[str, torch.Tensor]:
+        """Fixed masks (unless `ignore_fixed` or a `sparsity` is asked for), else the binarized or soft learned ones
+        (`uniform`: binary masks re-selected to the same count in every layer, `relaxations.uniform`)."""
         fixed = self.fixed.as_dict()
         if not ignore_fixed and sparsity is None and any(v is not None for v in fixed.values()):
-            learned = self.masks(binary, None, True, rule, scope, threshold) \
+            learned = self.masks(binary, None, True, rule, scope, threshold, uniform) \
                 if any(v is None for v in fixed.values()) else {}
             return {k: (fixed[k].detach().cpu().clone() if fixed[k] is not None else learned[k]) for k in self.kinds}
         if binary and sparsity is None and rule == "topk":
             sparsity = min(max(float(self.expected_sparsity().detach()), 0.0), 1.0 - 1e-9)
-        return binarize_masks(self.kinds, dict(self.logits.items()), self.forced.as_dict(), self.relaxation,
-                              binary=binary, sparsity=sparsity, rule=rule, per_layer=scope == "per_layer",
-                              threshold=threshold)
+        masks = binarize_masks(self.kinds, dict(self.logits.items()), self.forced.as_dict(), self.relaxation,
+                               binary=binary, sparsity=sparsity, rule=rule, per_layer=scope == "per_layer",
+                               threshold=threshold)
+        if not (binary and uniform):
+            return masks
+        learned = {kind: logit for kind, logit in self.logits.items()}
+        forced = {kind: self.forced.get(kind).cpu() for kind in learned}
+        scores = {kind: torch.where(forced[kind] != 0, forced[kind] * 1e9, logit.detach().float().cpu())
+                  for kind, logit in learned.items()}
+        return {**masks, **uniform_masks(self.kinds, {kind: masks[kind] for kind in learned}, scores, forced)}
 
     def sparsity_report(self, masks: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         total_units = pruned_units = 0.0

@@ -217,7 +217,8 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
     def _eval_masks(self) -> dict[str, torch.Tensor]:
         """Deterministic masks, cached until a logit changes (avoids a sort and a sync per eval forward)."""
         config = self.pruning_config
-        settings = (config.eval_mask, config.binarization, config.binarization_scope, config.threshold)
+        settings = (config.eval_mask, config.binarization, config.binarization_scope, config.threshold,
+                    config.uniform_layers)
         state = [t.detach() for _, t in self.mask_logits.items()] + [t for _, t in self.mask_state.forced.items()]
         cached = self._eval_cache
         # Compare values, not versions: edits through `.data` do not bump a tensor's version counter.
@@ -343,14 +344,15 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         Fixed masks win unless `sparsity` is given. Otherwise, from the learned logits: `binary=False` gives the
         relaxation's noise-free value; `binary=True` applies `PruningConfig.binarization`: exact top-k on the logits
         at `sparsity` (default: the expected sparsity, rounded to whole units), globally or per layer, or the
-        relaxation's own threshold rule (the paper's deterministic-then-threshold rule for hard concrete).
-        Kinds that are not pruned are all ones.
+        relaxation's own threshold rule (the paper's deterministic-then-threshold rule for hard concrete). With
+        `PruningConfig.uniform_layers` the binary masks then keep the same count in every layer
+        (`relaxations.uniform`). Kinds that are not pruned are all ones.
         """
         if sparsity is not None:
             check_sparsity(sparsity)
         config = self.pruning_config
         return self.mask_state.masks(binary, sparsity, ignore_fixed, config.binarization, config.binarization_scope,
-                                     config.threshold)
+                                     config.threshold, config.uniform_layers)
 
     def sparsity(self, weighted: bool = False, masks: dict[str, torch.Tensor] | None = None) -> float:
         """Realized sparsity of the eval-time mask: the fraction of enabled units pruned (every unit counted once),
@@ -441,12 +443,13 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         return push_artifact_to_hub(self, repo_id, **kwargs)
 
     def export_slim(self, masks: Mapping[str, Any] | None = None, ablation: str | None = None,
-                    source: str | None = None) -> nn.Module:
+                    source: str | None = None, uniform: bool | None = None) -> nn.Module:
         """A plain Transformers model of the wrapped class with the pruned heads and MLP blocks (unit masks) or MLP
         neurons (neuron masks) physically removed and their means folded into biases (see
-        `hf_heuristic_core.export`); this model is left untouched."""
+        `hf_heuristic_core.export`); this model is left untouched. `uniform` (default
+        `PruningConfig.uniform_layers`) insists on a folder that plain `from_pretrained` loads."""
         from .export.slim import export_slim
-        return export_slim(self, masks=masks, ablation=ablation, source=source)
+        return export_slim(self, masks=masks, ablation=ablation, source=source, uniform=uniform)
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, pruning_config: PruningConfig | None = None,

@@ -52,6 +52,13 @@ class SlimMap:
     bias_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Neurons a removed MLP block keeps as zero placeholders (GPT-2's Conv1D cannot multiply a zero-width input).
     min_intermediate: int = 0
+    # Whether the model runs exactly with zero heads in a layer (zero-width q/k/v/o), so a layer that keeps no head
+    # needs no placeholder head. Measured with torch 2.13 / transformers 5.24 (tests/export/test_export_zero_heads.py):
+    # BERT-like attention does (it reshapes to (..., -1, head_dim), well defined for zero heads). Llama-like attention
+    # runs too, but the KV cache then reads a zero-head layer's length as 0 (`DynamicLayer.get_seq_length` checks
+    # `keys.numel() == 0`), which changed generated tokens; GPT-2 splits its fused c_attn by `split_size`, which
+    # cannot be 0. No stock config can state 0 heads (hidden % 0, n // 0).
+    zero_width_attention: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,8 @@ class ArchitectureMap:
 
 _BERT_SLIM = SlimMap("attention.self", ("intermediate.dense",), query="attention.self.query",
                      key="attention.self.key", value="attention.self.value",
-                     attention_attrs=(("num_attention_heads", "query_heads"), ("all_head_size", "query_width")))
+                     attention_attrs=(("num_attention_heads", "query_heads"), ("all_head_size", "query_width")),
+                     zero_width_attention=True)
 _BERT_LIKE = ArchitectureMap("encoder.layer", "attention.output.dense", "output.dense",
                              attention="attention", mlp=("intermediate", "output.dense"),
                              mlp_output_dropout="output.dropout")

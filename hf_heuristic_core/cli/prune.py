@@ -66,6 +66,10 @@ class PruneScriptArguments:
     prune_heads: bool = field(default=True, metadata={"help": "Mask attention heads."})
     prune_mlps: bool = field(default=True, metadata={"help": "Mask whole MLP blocks."})
     granularity: str = field(default="unit", metadata={"help": "unit (heads and MLP blocks), neuron or weight."})
+    uniform_layers: bool = field(default=False, metadata={
+        "help": "Binarize to the same number of heads (whole key/value groups under GQA) and the same MLP width in "
+                "every layer, so that `export` writes a stock config plain transformers loads "
+                "(PruningConfig.uniform_layers)."})
     relaxation: str = field(default="hard_concrete", metadata={
         "help": "hard_concrete, continuous_sparsification or gumbel_sigmoid."})
     target_modules: str | None = field(default=None, metadata={
@@ -354,6 +358,8 @@ def _prune(script: PruneScriptArguments, args) -> dict:
 def selection_settings(script: PruneScriptArguments) -> dict:
     """The granularity / relaxation flags as `PruningConfig` fields (weight-only fields only when given)."""
     settings: dict = {"granularity": script.granularity, "relaxation": script.relaxation}
+    if script.uniform_layers:
+        settings["uniform_layers"] = True
     if script.target_modules:
         settings["target_modules"] = [name.strip() for name in script.target_modules.split(",") if name.strip()]
     if script.layers_to_transform:

@@ -187,6 +187,7 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
     elif layout.neurons is not None and _slice_neurons(layer, paths, layout, neuron_means):
         added.add("mlp_output")
     _bias_only_if_empty(layer, paths.mlp_output)
+    _bias_only_if_empty(layer, paths.attention_output)   # a layer that kept no head (and no placeholder)
     return tuple(role for role in (*ATTENTION_ROLES, *MLP_ROLES) if role in added)
 
 

@@ -12,9 +12,12 @@ holds an original key/value head (or -1: a zero placeholder). This one descripti
   both are exact, and the cost is the padded heads' / duplicated kv heads' compute (counted in `extra_rows`). Only
   group sizes that keep at most the layer's original number of key/value heads are considered, so a slim model's
   KV cache is never larger than the original's (`r = max` always qualifies).
-- **A layer that keeps no head.** Stock attention code cannot reshape a zero-width projection, so the layer keeps
-  one placeholder head with zero query/key/value rows and zero output columns (exact: it adds nothing); the layer's
-  attention output is then the output bias, into which every head's mean was folded.
+- **A layer that keeps no head.** Its attention output is the output bias, into which every head's mean was folded.
+  Where the model runs exactly with zero heads (`SlimMap.zero_width_attention`: BERT-like encoders, measured on
+  torch 2.13 / transformers 5.24) the layer keeps no slot at all. Otherwise (GPT-2's fused projection cannot split
+  zero-width; Llama-like decoders run, but their KV cache reads a zero-head layer's length as 0 and generation goes
+  wrong; DistilBERT unmeasured), and when *every* layer keeps no head (a stock config can state 1 head but not 0),
+  it keeps one placeholder head with zero query/key/value rows and zero output columns (exact: it adds nothing).
 
 **Neurons** (neuron granularity): `neurons` lists the original intermediate neurons a layer keeps (None: the whole
 block, or none of it, as `keep_mlp` says). The MLP input projections keep those rows, the output projection those
@@ -23,7 +26,7 @@ columns; `intermediate` is their count (or the architecture's `min_intermediate`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -45,7 +48,7 @@ class LayerLayout:
 
     @property
     def group_size(self) -> int:
-        return len(self.query_slots) // len(self.kv_slots)
+        return len(self.query_slots) // len(self.kv_slots) if self.kv_slots else 1
 
     @property
     def padding_heads(self) -> int:
@@ -110,12 +113,17 @@ def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, inter
 
 def plan_layers(head_masks: torch.Tensor, mlp_masks: torch.Tensor, num_kv_heads: int,
                 intermediate: list[int], min_intermediate: int = 0,
-                neuron_masks: torch.Tensor | None = None) -> list[LayerLayout]:
+                neuron_masks: torch.Tensor | None = None, zero_width_attention: bool = False) -> list[LayerLayout]:
     """One `LayerLayout` per layer from binary masks `[L, H]` and `[L]` (and `[L, intermediate]` neuron masks) and
-    each layer's MLP width."""
-    return [plan_layer(head_masks[layer], bool(mlp_masks[layer] > 0.5), num_kv_heads, intermediate[layer],
-                       min_intermediate, None if neuron_masks is None else neuron_masks[layer])
-            for layer in range(head_masks.shape[0])]
+    each layer's MLP width. `zero_width_attention`: a layer with no head keeps no placeholder, unless no layer keeps
+    a head (then the placeholders keep the layout one a stock config can state)."""
+    layouts = [plan_layer(head_masks[layer], bool(mlp_masks[layer] > 0.5), num_kv_heads, intermediate[layer],
+                          min_intermediate, None if neuron_masks is None else neuron_masks[layer])
+               for layer in range(head_masks.shape[0])]
+    if zero_width_attention and any(layout.kept_heads for layout in layouts):
+        layouts = [layout if layout.kept_heads else replace(layout, query_slots=(), kv_slots=())
+                   for layout in layouts]
+    return layouts
 
 
 def is_uniform(layouts: list[LayerLayout]) -> bool:

@@ -39,7 +39,8 @@ from ..errors import ExportError, MissingMeansError, UnsupportedArchitectureErro
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_FORMAT", "SLIM_KEY", "export_slim", "forget_hook_marks", "num_kv_heads", "parameter_count",
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "check_uniform", "export_slim", "forget_hook_marks", "full_width_attention",
+           "num_kv_heads", "parameter_count",
            "rebuild_to_layout", "slim_info"]
 
 SLIM_KEY = "hf_heuristic_core_slim"
@@ -120,11 +121,14 @@ def _means_for(prunable: Any, ablation: str, masks: Mapping[str, torch.Tensor]) 
 
 
 def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation: str | None = None,
-                source: str | None = None) -> nn.Module:
+                source: str | None = None, uniform: bool | None = None) -> nn.Module:
     """A plain model of the wrapped model's class with the pruned units physically removed (see the module doc).
 
     `masks` default to the eval-time masks (`prunable.get_masks(binary=True)`: fixed masks win); `ablation` to the
-    model's own. `source` names the mask artifact, for the record. The wrapped model is left untouched.
+    model's own. `source` names the mask artifact, for the record. `uniform` (default:
+    `PruningConfig.uniform_layers`) asks for a folder that plain `from_pretrained` loads: masks that differ between
+    layers, or a folded mean with no bias the stock config can state, are then an `ExportError` instead of a
+    `load_slim` folder. The wrapped model is left untouched.
     """
     architecture = prunable.architecture
     model_type = architecture.model_type
@@ -140,6 +144,11 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     masks = {kind: given.get(kind, full[kind]) for kind in SLIM_KINDS[granularity]}
     _check_masks(masks)
     ablation = ablation or prunable.pruning_config.ablation
+    uniform = prunable.pruning_config.uniform_layers if uniform is None else bool(uniform)
+    if uniform:
+        heads = masks.get("heads")
+        check_uniform(masks, 1 if heads is None else num_kv_heads(transformers_model(prunable.model).config,
+                                                                  paths.slim, heads.shape[1]))
     if ablation not in ABLATIONS:
         raise ExportError(f"Unknown ablation {ablation!r}; choose 'mean' or 'zero'.")
     means = _means_for(prunable, ablation, masks)
@@ -163,14 +172,21 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     layouts = plan_layers(masks.get("heads", torch.ones(num_layers, num_heads)),
                           masks.get("mlps", torch.ones(num_layers)), num_kv,
                           [input_width(module) for module in resolved.mlp_outputs], paths.slim.min_intermediate,
-                          masks.get("neurons"))
+                          masks.get("neurons"), paths.slim.zero_width_attention)
+    if uniform and paths.slim.head_dim_config is None:
+        layouts = [full_width_attention(layout, num_heads) for layout in layouts]
     for i, layer in enumerate(resolved.layers):
         added = rebuild_layer(layer, paths, layouts[i], num_heads, num_kv, head_dim,
                               *(means[kind][i] if kind in means else None for kind in ("heads", "mlps", "neurons")))
         layouts[i] = replace(layouts[i], added_biases=added)
-    stock = _make_stock(model, resolved.layers, paths, layouts, head_dim)
+    refusal = _make_stock(model, paths, layouts, head_dim)
+    if uniform and refusal:
+        raise ExportError(f"A uniform (stock) export was asked for (uniform_layers), but plain transformers "
+                          f"cannot load this {model_type!r} slim model: {refusal}. Export with ablation='zero', or "
+                          "without uniform (export_slim(uniform=False): a folder for hf_heuristic_core.load_slim).")
     setattr(model.config, SLIM_KEY, {
-        "format": SLIM_FORMAT, "stock": stock, "model_type": model_type, "ablation": ablation,
+        "format": SLIM_FORMAT, "stock": refusal is None, "uniform": uniform, "model_type": model_type,
+        "ablation": ablation,
         "num_heads": num_heads, "num_key_value_heads": num_kv, "head_dim": head_dim,
         "layers": [layout.to_dict() for layout in layouts],
         "masks": {kind: mask.int().tolist() if kind == "neurons" else mask.tolist() for kind, mask in masks.items()},
@@ -205,13 +221,46 @@ def num_kv_heads(config: Any, slim: Any, num_heads: int) -> int:
     return int(value) if value else num_heads
 
 
-def _make_stock(model: nn.Module, layers: list[nn.Module], paths: Any, layouts: list[LayerLayout],
-                head_dim: int) -> bool:
+def check_uniform(masks: Mapping[str, torch.Tensor], num_kv: int) -> None:
+    """Refuse masks that keep different counts in different layers, or parts of a key/value group (GQA)."""
+    problems = []
+    heads = masks.get("heads")
+    if heads is not None:
+        kept = [int(row.sum()) for row in heads]
+        if len(set(kept)) > 1:
+            problems.append(f"heads kept per layer {kept}")
+        group = heads.shape[1] // num_kv
+        partial = [layer for layer, row in enumerate(heads)
+                   if any(0 < int(g.sum()) < group for g in row.reshape(num_kv, group))]
+        if group > 1 and partial:
+            problems.append(f"layers {partial} keep part of a key/value group ({group} query heads share one)")
+    mlps = masks.get("mlps")
+    if mlps is not None and len({int(v) for v in mlps}) > 1:
+        problems.append(f"MLP blocks kept per layer {[int(v) for v in mlps]}")
+    neurons = masks.get("neurons")
+    if neurons is not None and len({int(row.sum()) for row in neurons}) > 1:
+        problems.append(f"MLP neurons kept per layer {[int(row.sum()) for row in neurons]}")
+    if problems:
+        raise ExportError(f"A uniform export (uniform_layers) needs the same units kept in every layer, but the masks "
+                          f"have {'; '.join(problems)}. Binarize them with uniform_layers: set "
+                          "prunable.pruning_config.uniform_layers = True and export prunable.get_masks(binary=True) "
+                          "(or prune with --uniform_layers); or export without uniform (a folder for load_slim).")
+
+
+def full_width_attention(layout: LayerLayout, num_heads: int) -> LayerLayout:
+    """The layout with every head slot kept, pruned heads as zero slots: for configs whose head width is
+    `hidden / num_heads` (BERT, RoBERTa, GPT-2), which cannot state fewer heads of the same width."""
+    slots = tuple(h if h in layout.kept_heads else -1 for h in range(num_heads))
+    return replace(layout, query_slots=slots, kv_slots=slots)
+
+
+def _make_stock(model: nn.Module, paths: Any, layouts: list[LayerLayout], head_dim: int) -> str | None:
     """Rewrite the config to the slim counts when a stock model of that config has exactly our parameters (after
-    adding zero biases that a bias flag brings); True when it did."""
+    adding zero biases that a bias flag brings); None when it did, else why not."""
     slim = paths.slim
     if not is_uniform(layouts):
-        return False
+        widths = [(len(lay.query_slots), len(lay.kv_slots), lay.intermediate) for lay in layouts]
+        return f"its layers differ in (query heads, key/value heads, MLP width): {widths}"
     first = layouts[0]
     counts = {slim.heads_config: len(first.query_slots), slim.intermediate_config: first.intermediate}
     if slim.kv_heads_config:
@@ -222,22 +271,27 @@ def _make_stock(model: nn.Module, layers: list[nn.Module], paths: Any, layouts: 
     for flag, roles in slim.bias_flags:
         if added & set(roles):
             counts[flag] = True
-    if added - {role for flag, roles in slim.bias_flags if flag in counts for role in roles}:
-        return False   # a folded mean needs a bias that no config flag can give
+    unstated = added - {role for flag, roles in slim.bias_flags if flag in counts for role in roles}
+    if unstated:
+        return f"a folded mean needs a bias on {sorted(unstated)} and no config flag gives one"
     config = copy.deepcopy(model.config)
     for key, value in counts.items():
         setattr(config, key, value)
     try:
         with torch.device("meta"):
             stock = type(model)(config)
-    except (ValueError, TypeError, AttributeError, RuntimeError):   # the config cannot express these counts
-        return False
+    except (ValueError, TypeError, AttributeError, RuntimeError, ZeroDivisionError) as err:
+        return f"its config cannot state {counts} ({type(err).__name__}: {err})"
     ours = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
     theirs = {name: tuple(p.shape) for name, p in stock.named_parameters(remove_duplicate=False)}
     missing = {name for name in theirs if name not in ours}
-    if set(ours) - set(theirs) or any(ours[n] != theirs[n] for n in ours) \
-            or any(not n.endswith(".bias") for n in missing):
-        return False
+    extra = sorted(set(ours) - set(theirs))
+    differ = sorted(n for n in ours if n in theirs and ours[n] != theirs[n])
+    if extra or differ or any(not n.endswith(".bias") for n in missing):
+        what = (f"parameters the stock class lacks {extra[:3]}" if extra else
+                f"shapes the stock class builds differently {[(n, ours[n], theirs[n]) for n in differ[:2]]}"
+                if differ else f"parameters only the stock class has {sorted(missing)[:3]}")
+        return f"a stock model of the rewritten config {counts} has other parameters ({what})"
     with torch.no_grad():
         for name in missing:
             module = model.get_submodule(name.rsplit(".", 1)[0])
@@ -246,7 +300,7 @@ def _make_stock(model: nn.Module, layers: list[nn.Module], paths: Any, layouts: 
                                        requires_grad=module.weight.requires_grad)
     for key, value in counts.items():
         setattr(model.config, key, value)
-    return True
+    return None
 
 
 def rebuild_to_layout(model: nn.Module, info: Mapping[str, Any]) -> None:

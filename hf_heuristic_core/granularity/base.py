@@ -29,7 +29,9 @@ class MaskKind:
     `params_per_entry` weights the parameter-weighted sparsity. Entries along `layer_dim` belong to one layer (for
     per-layer top-k and per-layer statistics); `stack` keeps layers of different stacks (encoder, decoder) apart.
     `means_shape` is the shape of the mean activations mean ablation needs (None: this kind has no mean ablation).
-    `dims` names the dimensions for error messages (`("num_layers", "num_heads")`).
+    `dims` names the dimensions for error messages (`("num_layers", "num_heads")`). `unit_group` is how many
+    consecutive entries of a layer share parameters and go together in a uniform layout (the query heads of one
+    key/value head under grouped-query attention; 1 otherwise).
     """
 
     name: str
@@ -41,6 +43,7 @@ class MaskKind:
     means_shape: tuple[int, ...] | None = None
     label_prefix: str = ""
     dims: tuple[str, ...] = ()
+    unit_group: int = 1
 
     @property
     def numel(self) -> int:

@@ -24,6 +24,14 @@ MLPS = torch.tensor([1, 0, 1, 0], dtype=torch.float)
 # smaller cache); layer 2 keeps one query head per group.
 QUERY_SLOTS = {"mha": [1, 3, 2, 2], "gqa": [1, 4, 2, 2]}
 KV_SLOTS = {"mha": [1, 3, 2, 2], "gqa": [1, 2, 2, 1]}
+# BERT-like attention runs with zero heads, so the head-less layer 0 needs no placeholder head (the others keep one).
+PLACEHOLDER = ("gpt2", "distilbert", *GQA)
+
+
+def _slots(model_type: str) -> tuple[list[int], list[int]]:
+    table = "gqa" if model_type in GQA else "mha"
+    first = 1 if model_type in PLACEHOLDER else 0
+    return [first] + QUERY_SLOTS[table][1:], [first] + KV_SLOTS[table][1:]
 
 
 def _wrapped(model_type: str, ablation: str, attn: str = "eager", seed: int = 0):
@@ -64,9 +72,9 @@ def _expected_parameters(model: torch.nn.Module, model_type: str, ablation: str)
     mlp_bias = model_type not in GQA
     mlp_inputs = 2 if gqa else 1                                     # gate and up
     total = sum(p.numel() for p in model.parameters())
+    query_slots, kv_slot_counts = _slots(model_type)
     for layer in range(4):
-        q_slots = QUERY_SLOTS["gqa" if gqa else "mha"][layer]
-        kv_slots = KV_SLOTS["gqa" if gqa else "mha"][layer]
+        q_slots, kv_slots = query_slots[layer], kv_slot_counts[layer]
         total -= (heads - q_slots) * head_dim * (hidden + q_bias)           # query rows
         total -= 2 * (kv_heads - kv_slots) * head_dim * (hidden + q_bias)   # key and value rows
         total -= (heads - q_slots) * head_dim * hidden                      # output projection columns
@@ -98,9 +106,8 @@ def test_slim_logits_equal_hooked_and_survive_reload(model_type, ablation, tmp_p
     assert torch.equal(_logits(prunable, batch), hooked)
     assert sum(p.numel() for p in slim.parameters()) == _expected_parameters(prunable.model, model_type, ablation)
     info = slim.config.hf_heuristic_core_slim
-    gqa = model_type in GQA
-    assert [len(layer["query_slots"]) for layer in info["layers"]] == QUERY_SLOTS["gqa" if gqa else "mha"]
-    assert [len(layer["kv_slots"]) for layer in info["layers"]] == KV_SLOTS["gqa" if gqa else "mha"]
+    assert [len(layer["query_slots"]) for layer in info["layers"]] == _slots(model_type)[0]
+    assert [len(layer["kv_slots"]) for layer in info["layers"]] == _slots(model_type)[1]
 
     save_slim(slim, tmp_path / "slim")
     reloaded = load_slim(tmp_path / "slim")

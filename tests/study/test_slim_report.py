@@ -49,12 +49,14 @@ def study(tmp_path_factory, minilm_dir) -> Path:
 
 def _expected_slim_parameters(full: int, masks: dict[str, torch.Tensor]) -> int:
     """By hand for BERT under mean ablation: a removed head loses its q/k/v rows (with biases) and its output
-    columns; a layer with no head keeps one zero placeholder head; a removed MLP block loses the intermediate rows
-    (with biases) and the output columns, its output bias (holding the mean) stays."""
+    columns; a layer with no head keeps no head (BERT attention runs with zero heads), unless no layer keeps one
+    (then each keeps one zero placeholder head, which a stock config can state); a removed MLP block loses the
+    intermediate rows (with biases) and the output columns, its output bias (holding the mean) stays."""
     total = full
+    placeholder = 0 if bool(masks["heads"].sum() > 0) else 1
     for layer in range(2):
         kept = int(masks["heads"][layer].sum())
-        total -= (HEADS - max(kept, 1)) * (3 * HEAD_DIM * (HIDDEN + 1) + HEAD_DIM * HIDDEN)
+        total -= (HEADS - max(kept, placeholder)) * (3 * HEAD_DIM * (HIDDEN + 1) + HEAD_DIM * HIDDEN)
         if masks["mlps"][layer] == 0:
             total -= INTERMEDIATE * (HIDDEN + 1) + INTERMEDIATE * HIDDEN
     return total

@@ -48,7 +48,7 @@ class UnitGranularity(Granularity):
         prefix, layers, heads = _PREFIX.get(stack.name, f"{stack.name}."), stack.num_layers, stack.num_heads
         self._add(MaskKind(name("heads"), (layers, heads), "heads", stack.head_param_count, stack.name,
                            means_shape=(layers, heads, stack.head_dim), label_prefix=prefix,
-                           dims=("num_layers", "num_heads")),
+                           dims=("num_layers", "num_heads"), unit_group=self._query_group(stack)),
                   stack, stack.attention_outputs, "input")
         if stack.cross_attention_outputs:
             self._add(MaskKind("cross_heads", (layers, heads), "heads", stack.cross_head_param_count, stack.name,
@@ -58,6 +58,17 @@ class UnitGranularity(Granularity):
         self._add(MaskKind(name("mlps"), (layers,), "mlps", stack.mlp_param_count, stack.name,
                            means_shape=(layers, stack.hidden_size), label_prefix=prefix, dims=("num_layers",)),
                   stack, stack.mlp_outputs, "output")
+
+    def _query_group(self, stack: ResolvedStack) -> int:
+        """Query heads per key/value head (grouped-query attention) of a single-stack model; 1 otherwise."""
+        if stack.name:
+            return 1
+        config = getattr(self.model, "config", None)
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        kv = getattr(text, "num_key_value_heads", None)
+        if not kv or stack.num_heads % int(kv):
+            return 1
+        return stack.num_heads // int(kv)
 
     def _add(self, kind: MaskKind, stack: ResolvedStack, modules: list[torch.nn.Module], where: str) -> None:
         self._plan[kind.name] = (kind, stack, modules, where)
