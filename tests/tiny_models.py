@@ -365,3 +365,25 @@ def skip_unless_peft_prefix_tuning_runs(model: torch.nn.Module, batch: dict) -> 
         if "past key values" not in str(error):
             raise
         pytest.skip(f"PEFT cannot run prefix tuning on this model with this transformers version: {error}")
+
+
+# A model with a known answer: these heads and MLP blocks carry almost nothing.
+WEAK_HEADS = [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0), (2, 1), (3, 2), (3, 3)]
+WEAK_MLPS = [1, 2]
+
+
+def planted_bert() -> transformers.BertForSequenceClassification:
+    """A 4x4 BERT classifier whose WEAK_HEADS and WEAK_MLPS barely matter (output weights x0.01): a subnetwork with
+    a known answer for mask learning."""
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=4,
+                                     intermediate_size=48, max_position_embeddings=64, num_labels=3,
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2)
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config).eval()
+    with torch.no_grad():
+        for layer, head in WEAK_HEADS:
+            model.bert.encoder.layer[layer].attention.output.dense.weight[:, head * 8:(head + 1) * 8] *= 0.01
+        for layer in WEAK_MLPS:
+            model.bert.encoder.layer[layer].output.dense.weight *= 0.01
+            model.bert.encoder.layer[layer].output.dense.bias *= 0.01
+    return model

@@ -11,33 +11,15 @@ import json
 import datasets
 import pytest
 import torch
-import transformers
 
 from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer
 from hf_heuristic_core.circuits.mib import MibConfig, write_mib_circuit
 from hf_heuristic_core.circuits.warm_start import warm_start_from_file, warm_start_logits
 from hf_heuristic_core.errors import PruningError
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
+from tiny_models import WEAK_HEADS, WEAK_MLPS, planted_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-WEAK_HEADS = [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0), (2, 1), (3, 2), (3, 3)]
-WEAK_MLPS = [1, 2]
-
-
-def _planted() -> transformers.BertForSequenceClassification:
-    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=4,
-                                     intermediate_size=48, max_position_embeddings=64, num_labels=3,
-                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2)
-    torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(config).eval()
-    with torch.no_grad():
-        for layer, head in WEAK_HEADS:
-            model.bert.encoder.layer[layer].attention.output.dense.weight[:, head * 8:(head + 1) * 8] *= 0.01
-        for layer in WEAK_MLPS:
-            model.bert.encoder.layer[layer].output.dense.weight *= 0.01
-            model.bert.encoder.layer[layer].output.dense.bias *= 0.01
-    return model
 
 
 def _known_scores() -> dict[str, torch.Tensor]:
@@ -57,7 +39,7 @@ def _data(n: int = 256) -> datasets.Dataset:
 
 
 def test_logits_follow_the_ranking_from_center_minus_to_center_plus_spread():
-    pm = PrunableModel(_planted(), PruningConfig(ablation="zero", init_mean=3.0))
+    pm = PrunableModel(planted_bert(), PruningConfig(ablation="zero", init_mean=3.0))
     scores = _known_scores()
     scores["heads"][0, 1] = float("nan")
     pm.force_units(heads=[(3, 0)], keep=False)
@@ -80,7 +62,7 @@ def test_logits_follow_the_ranking_from_center_minus_to_center_plus_spread():
 def test_trainer_starts_from_the_ranking_and_keeps_the_recipe_center(tmp_path):
     cfg = MibConfig(4, 4, 32)
     scores_file = write_mib_circuit(tmp_path / "importances.json", cfg, scores=_known_scores())
-    pm = PrunableModel(_planted(), PruningConfig(ablation="zero"))
+    pm = PrunableModel(planted_bert(), PruningConfig(ablation="zero"))
     args = PruningArguments(output_dir=str(tmp_path / "warm"), recipe="short", max_steps=12,
                             per_device_train_batch_size=16, use_cpu=True, report_to="none", disable_tqdm=True,
                             save_strategy="no", logging_strategy="no", seed=3, warm_start_scores=str(scores_file),
@@ -103,15 +85,15 @@ def test_trainer_starts_from_the_ranking_and_keeps_the_recipe_center(tmp_path):
 
 
 def test_warm_start_from_a_mask_artifact_and_a_fresh_trainer_without_it(tmp_path):
-    source = PrunableModel(_planted(), PruningConfig(ablation="zero"))
+    source = PrunableModel(planted_bert(), PruningConfig(ablation="zero"))
     warm_start_logits(source, _known_scores(), spread=1.0)
     source.save_pretrained(tmp_path / "artifact")
-    target = PrunableModel(_planted(), PruningConfig(ablation="zero", init_mean=3.0))
+    target = PrunableModel(planted_bert(), PruningConfig(ablation="zero", init_mean=3.0))
     summary = warm_start_from_file(target, tmp_path / "artifact", spread=4.0)
     assert summary["units_ranked"] == 20
     assert torch.equal(torch.argsort(target.mask_logits["heads"].detach().flatten()),
                        torch.argsort(_known_scores()["heads"].flatten()))
-    cold = PrunableModel(_planted(), PruningConfig(ablation="zero"))
+    cold = PrunableModel(planted_bert(), PruningConfig(ablation="zero"))
     args = PruningArguments(output_dir=str(tmp_path / "cold"), recipe="short", max_steps=2, use_cpu=True,
                             report_to="none", save_strategy="no", seed=0)
     PruningTrainer(model=cold, args=args, train_dataset=_data(32))
@@ -119,7 +101,7 @@ def test_warm_start_from_a_mask_artifact_and_a_fresh_trainer_without_it(tmp_path
 
 
 def test_warm_start_errors(tmp_path):
-    pm = PrunableModel(_planted(), PruningConfig(ablation="zero"))
+    pm = PrunableModel(planted_bert(), PruningConfig(ablation="zero"))
     with pytest.raises(PruningError, match="finite number >= 0"):
         warm_start_logits(pm, _known_scores(), spread=-1)
     with pytest.raises(PruningError, match=r"heads scores have shape \(2, 2\)"):
@@ -136,7 +118,7 @@ def test_warm_start_errors(tmp_path):
                                                                           "mlps": torch.ones(4)})
     with pytest.raises(PruningError, match="binary MIB circuit"):
         warm_start_from_file(pm, tmp_path / "binary.json")
-    gumbel = PrunableModel(_planted(), PruningConfig(ablation="zero", relaxation="gumbel_sigmoid"))
+    gumbel = PrunableModel(planted_bert(), PruningConfig(ablation="zero", relaxation="gumbel_sigmoid"))
     with pytest.raises(PruningError, match="hard_concrete"):
         warm_start_logits(gumbel, _known_scores())
 

@@ -82,3 +82,8 @@ def test_every_command_shows_its_own_help(command, capsys):
     assert f"hf-heuristic-core {command}" in text.splitlines()[0] or f"hf-heuristic-core {command}" in text[:300]
     if command != "analyze":
         assert "hf-heuristic-core analyze" not in text
+
+
+def test_command_help_refuses_a_name_it_does_not_know():
+    with pytest.raises(ValueError, match=r"No help for 'prnue': one of \["):
+        command_help("prnue")

@@ -13,7 +13,6 @@ import json
 import datasets
 import pytest
 import torch
-import transformers
 from scipy.stats import spearmanr
 
 from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer, read_artifact
@@ -21,26 +20,9 @@ from hf_heuristic_core.granularity.base import MaskKind
 from hf_heuristic_core.training.convergence import check_convergence, init_rank_correlation, random_masks_like
 from hf_heuristic_core.training.recipes import planned_steps, resolve_recipe
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
+from tiny_models import WEAK_HEADS, WEAK_MLPS, planted_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-WEAK_HEADS = [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0), (2, 1), (3, 2), (3, 3)]
-WEAK_MLPS = [1, 2]
-
-
-def _planted() -> transformers.BertForSequenceClassification:
-    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=4,
-                                     intermediate_size=48, max_position_embeddings=64, num_labels=3,
-                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2)
-    torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(config).eval()
-    with torch.no_grad():
-        for layer, head in WEAK_HEADS:
-            model.bert.encoder.layer[layer].attention.output.dense.weight[:, head * 8:(head + 1) * 8] *= 0.01
-        for layer in WEAK_MLPS:
-            model.bert.encoder.layer[layer].output.dense.weight *= 0.01
-            model.bert.encoder.layer[layer].output.dense.bias *= 0.01
-    return model
 
 
 def _data(n: int = 512) -> datasets.Dataset:
@@ -49,7 +31,7 @@ def _data(n: int = 512) -> datasets.Dataset:
 
 
 def _run(tmp_path, recipe: str):
-    pm = PrunableModel(_planted(), PruningConfig(ablation="zero"))
+    pm = PrunableModel(planted_bert(), PruningConfig(ablation="zero"))
     args = PruningArguments(output_dir=str(tmp_path / recipe), recipe=recipe, max_steps=100,
                             per_device_train_batch_size=16, use_cpu=True, report_to="none", disable_tqdm=True,
                             save_strategy="no", logging_strategy="no", seed=3)
@@ -101,7 +83,7 @@ def test_auto_recipe_by_run_length_and_explicit_settings_win(tmp_path):
     assert resolve_recipe(args(max_steps=9000), 9000).name == "paper"     # 6500 + 50 * 50
     assert resolve_recipe(args(max_steps=9000, target_sparsity=0.7), 9000).name == "short"   # needs 10000
     assert resolve_recipe(args(recipe="paper"), 10).name == "paper"
-    pm = PrunableModel(_planted(), PruningConfig(ablation="zero", init_mean=5.0))
+    pm = PrunableModel(planted_bert(), PruningConfig(ablation="zero", init_mean=5.0))
     trainer = PruningTrainer(model=pm, args=args(max_steps=10, reg_learning_rate=0.5, warmup_steps=50),
                              train_dataset=_data(32))
     assert trainer.recipe.name == "short"
