@@ -4,13 +4,34 @@
 its controls (random subnetwork of equal per-tensor / per-layer size, drawn from all entries or from the
 complement; inverse; full transfer; scratch). Saved models are normal checkpoints with the provenance in their card;
 `load_transplanted` reloads one frozen again, `merge_transplant` turns a transplanted model into a plain one.
+
+The names below are imported on first use (PEP 562), so that `induction.arguments` (the experiment's flags, read by
+`induce --help`) imports without torch.
 """
 
-from .controls import ARMS, build_arm, inverse_masks, random_like_counts
-from .freezing import Transplant, frozen_gates, is_transplanted, merge_transplant
-from .gates import parameter_gates
-from .provenance import load_transplanted
-from .transfer import fresh_model, transfer_subnetwork
+from __future__ import annotations
 
-__all__ = ["ARMS", "Transplant", "build_arm", "fresh_model", "frozen_gates", "inverse_masks", "is_transplanted",
-           "load_transplanted", "merge_transplant", "parameter_gates", "random_like_counts", "transfer_subnetwork"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ARMS": "controls", "build_arm": "controls", "inverse_masks": "controls", "random_like_counts": "controls",
+    "Transplant": "freezing", "frozen_gates": "freezing", "is_transplanted": "freezing",
+    "merge_transplant": "freezing", "parameter_gates": "gates", "load_transplanted": "provenance",
+    "fresh_model": "transfer", "transfer_subnetwork": "transfer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..cli.induce import ARM_CHOICES, MASK_FIELDS, SOURCE_FIELDS, InductionArguments
+from .arguments import ARM_CHOICES, MASK_FIELDS, SOURCE_FIELDS, InductionArguments
 from ..errors import UsageError
 from ..io_utils import atomic_write_text
 
@@ -146,7 +146,7 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
 def run_induction(args: InductionArguments, *, source: Any = None, masks: Mapping[str, Any] | None = None,
                   data: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Train every missing (arm, k, seed), then write the report; returns the report's content."""
-    from . import build_arm
+    from .controls import build_arm
     from .arithmetic import induction_splits
     from .training import BestValidation, train_last_token
 
