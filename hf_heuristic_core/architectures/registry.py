@@ -32,9 +32,12 @@ class SlimMap:
 
     Paths are relative to one layer. `query`/`key`/`value` give one output row block per head (`nn.Linear`); a fused
     `qkv` (GPT-2 `c_attn`, a `Conv1D`) holds q|k|v side by side along its output. `mlp_inputs` are the projections
-    whose outputs are the MLP's intermediate neurons (gate and up for Llama). `attention_module` holds the head-count
+    whose outputs are the MLP's intermediate neurons (gate and up for Llama; Phi-3's fused `gate_up_proj` with
+    `mlp_input_blocks=2`). `attention_module` holds the head-count
     attributes the forward pass reads; `attention_attrs` maps each such attribute to what export sets it to
-    (`query_heads`, `query_width`, `kv_heads`, `group_size`). The `*_config` names are the config fields that a stock
+    (`query_heads`, `query_width`, `kv_heads`, `group_size`); a `config.` attribute (Phi-3 reads
+    `self.config.num_attention_heads` to split its fused qkv) is set on a copy of the config that layer's
+    attention alone holds. The `*_config` names are the config fields that a stock
     checkpoint would need rewritten; `bias_flags` maps a config flag to the roles it gives biases to.
     """
 
@@ -50,6 +53,9 @@ class SlimMap:
     intermediate_config: str = "intermediate_size"
     attention_attrs: tuple[tuple[str, str], ...] = ()
     bias_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Stacked copies of the intermediate along each MLP input projection's output (Phi-3's fused `gate_up_proj`
+    # holds gate | up: 2); a neuron owns one row in each (`architectures.ownership`).
+    mlp_input_blocks: int = 1
     # Neurons a removed MLP block keeps as zero placeholders (GPT-2's Conv1D cannot multiply a zero-width input).
     min_intermediate: int = 0
     # Whether the model runs exactly with zero heads in a layer (zero-width q/k/v/o), so a layer that keeps no head
@@ -102,6 +108,12 @@ _LLAMA_SLIM = SlimMap("self_attn", ("mlp.gate_proj", "mlp.up_proj"), query="self
 _LLAMA_LIKE = ArchitectureMap("layers", "self_attn.o_proj", "mlp.down_proj", attention="self_attn", mlp=("mlp",))
 # Checked by slim export's tests; the other Llama-like models keep hooks only until someone checks them.
 _LLAMA_SLIM_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+# Phi-3: fused q|k|v (`qkv_proj`, grouped-query offsets) and gate|up (`gate_up_proj`); no bias flags (its
+# projections have none), so a folded mean reloads with `load_slim`.
+_PHI3_SLIM = SlimMap("self_attn", ("mlp.gate_up_proj",), qkv="self_attn.qkv_proj", kv_heads_config="num_key_value_heads",
+                     head_dim_config="head_dim", mlp_input_blocks=2,
+                     attention_attrs=(("config.num_attention_heads", "query_heads"),
+                                      ("num_key_value_heads", "kv_heads"), ("num_key_value_groups", "group_size")))
 _BART_LIKE = ArchitectureMap(
     "encoder.layers", "self_attn.out_proj", "fc2", attention="self_attn", mlp=("fc1", "fc2"),
     heads_config=("encoder_attention_heads",), layers_config=("encoder_layers",),
@@ -143,6 +155,7 @@ ARCHITECTURES: dict[str, ArchitectureMap] = {
     **{t: _LLAMA_LIKE for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2",
                                 "granite", "cohere", "smollm3", "helium", "glm")},
     **{t: replace(_LLAMA_LIKE, slim=_LLAMA_SLIM) for t in _LLAMA_SLIM_TYPES},
+    "phi3": replace(_LLAMA_LIKE, slim=_PHI3_SLIM),
     **{t: replace(_BERT_LIKE, slim=_BERT_SLIM) for t in _BERT_SLIM_TYPES},
     **{t: _BART_LIKE for t in ("bart", "mbart", "marian", "pegasus", "blenderbot", "blenderbot-small")},
     **{t: _T5_LIKE for t in ("t5", "mt5")},

@@ -12,22 +12,22 @@ is added, as for a removed MLP block: Llama's `mlp_bias` flag can state it in a 
 input-projection biases); Qwen2 / Mistral cannot, so their mean-ablated exports reload with `load_slim`. Zero
 ablation just removes the neurons. Folding runs in float64 and is cast to the weight's dtype once.
 
-Works on `nn.Linear` (weight `[out, in]`) and GPT-2's `Conv1D` (weight `[in, out]`); which module plays which role is
-data in `ArchitectureMap.slim`.
+Which rows and columns a unit owns (fused qkv offsets, fused gate|up, GPT-2's transposed `Conv1D`) is answered by
+`architectures.ownership.LayerOwnership`, from the data in `ArchitectureMap.slim`; this module only slices and folds.
 """
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
+from ..architectures.ownership import ATTENTION_ROLES, MLP_ROLES, LayerOwnership, is_transposed, weight_out_in
 from ..architectures.registry import ArchitectureMap
 from .plan import LayerLayout
 
 __all__ = ["ATTENTION_ROLES", "MLP_ROLES", "BiasOnlyLinear", "rebuild_layer", "role_modules"]
-
-ATTENTION_ROLES = ("query", "key", "value", "attention_output")
-MLP_ROLES = ("mlp_inputs", "mlp_output")
 
 
 class BiasOnlyLinear(nn.Linear):
@@ -55,29 +55,22 @@ def _bias_only_if_empty(layer: nn.Module, path: str) -> None:
     layer.set_submodule(path, swapped)
 
 
-def _is_conv1d(module: nn.Module) -> bool:
-    return type(module).__name__ == "Conv1D"
-
-
-def _weight_out_in(module: nn.Module) -> torch.Tensor:
-    return module.weight.t() if _is_conv1d(module) else module.weight
-
-
 def _out_width(module: nn.Module) -> int:
-    return _weight_out_in(module).shape[0]
+    return weight_out_in(module).shape[0]
 
 
-def _set_weights(module: nn.Module, weight_out_in: torch.Tensor, bias: torch.Tensor | None) -> None:
+def _set_weights(module: nn.Module, out_in: torch.Tensor, bias: torch.Tensor | None) -> None:
     """Install new parameters (keeping `requires_grad`) and the width attributes the module's forward reads."""
     grad = module.weight.requires_grad
-    weight = weight_out_in.t().contiguous() if _is_conv1d(module) else weight_out_in.contiguous()
+    transposed = is_transposed(module)
+    weight = out_in.t().contiguous() if transposed else out_in.contiguous()
     module.weight = nn.Parameter(weight, requires_grad=grad)
     if bias is None:
         module.register_parameter("bias", None)
     else:
         module.bias = nn.Parameter(bias.contiguous(), requires_grad=grad)
-    out_features, in_features = weight_out_in.shape
-    if _is_conv1d(module):
+    out_features, in_features = out_in.shape
+    if transposed:
         module.nf, module.nx = out_features, in_features
     elif isinstance(module, nn.Linear):
         module.out_features, module.in_features = out_features, in_features
@@ -92,25 +85,9 @@ def _take(tensor: torch.Tensor, dim: int, index: list[int]) -> torch.Tensor:
     return padded.index_select(dim, ids)
 
 
-def _features(slots: tuple[int, ...], head_dim: int, offset: int = 0) -> list[int]:
-    """Feature indices of the heads in `slots` (each `head_dim` wide, starting at `offset`); -1 stays -1."""
-    out: list[int] = []
-    for slot in slots:
-        out += [-1] * head_dim if slot < 0 else list(range(offset + slot * head_dim, offset + (slot + 1) * head_dim))
-    return out
-
-
 def role_modules(layer: nn.Module, paths: ArchitectureMap, role: str) -> list[nn.Module]:
     """The modules of `layer` playing `role` (a fused qkv projection plays query, key and value)."""
-    slim = paths.slim
-    if role == "attention_output":
-        return [layer.get_submodule(paths.attention_output)]
-    if role == "mlp_output":
-        return [layer.get_submodule(paths.mlp_output)]
-    if role == "mlp_inputs":
-        return [layer.get_submodule(path) for path in slim.mlp_inputs]
-    path = slim.qkv or getattr(slim, role)
-    return [layer.get_submodule(path)]
+    return LayerOwnership(layer, paths, 1, 1, 1).modules(role)
 
 
 def _ensure_bias(module: nn.Module) -> bool:
@@ -124,7 +101,7 @@ def _ensure_bias(module: nn.Module) -> bool:
 
 def _slice_rows(module: nn.Module, rows: list[int]) -> None:
     bias = module.bias
-    _set_weights(module, _take(_weight_out_in(module).detach(), 0, rows),
+    _set_weights(module, _take(weight_out_in(module).detach(), 0, rows),
                  None if bias is None else _take(bias.detach(), 0, rows))
 
 
@@ -138,9 +115,10 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
     pruned units are replaced by (None: zero ablation, or a reload whose folded biases come from the saved weights).
     """
     slim = paths.slim
+    owner = LayerOwnership(layer, paths, num_heads, num_kv_heads, head_dim)
     added: set[str] = set()
     for role in layout.added_biases:
-        for module in role_modules(layer, paths, role):
+        for module in owner.modules(role):
             _ensure_bias(module)
         added.add(role)
 
@@ -148,42 +126,32 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
     output = layer.get_submodule(paths.attention_output)
     pruned = [h for h in range(num_heads) if h not in layout.kept_heads]
     if head_means is not None and pruned:
-        w = _weight_out_in(output).double()
-        delta = sum(w[:, h * head_dim:(h + 1) * head_dim] @ head_means[h].double().to(w.device) for h in pruned)
+        w = weight_out_in(output).double()
+        delta = sum(w[:, owner.head_span(h)] @ head_means[h].double().to(w.device) for h in pruned)
         if _ensure_bias(output):
             added.add("attention_output")
         output.bias.add_(delta.to(output.bias.dtype))
-    _set_weights(output, _take(_weight_out_in(output).detach(), 1, _features(layout.query_slots, head_dim)),
+    _set_weights(output, _take(weight_out_in(output).detach(), 1, owner.attention_output_columns(layout.query_slots)),
                  None if output.bias is None else output.bias.detach().clone())
-    query = _features(layout.query_slots, head_dim)
-    kv = _features(layout.kv_slots, head_dim)
-    if slim.qkv is not None:
-        width_q, width_kv = num_heads * head_dim, num_kv_heads * head_dim
-        _slice_rows(layer.get_submodule(slim.qkv),
-                    query + [i + width_q if i >= 0 else -1 for i in kv]
-                    + [i + width_q + width_kv if i >= 0 else -1 for i in kv])
-    else:
-        _slice_rows(layer.get_submodule(slim.query), query)
-        _slice_rows(layer.get_submodule(slim.key), kv)
-        _slice_rows(layer.get_submodule(slim.value), kv)
+    for module, rows in owner.attention_input_rows(layout.query_slots, layout.kv_slots):
+        _slice_rows(module, rows)
     values = {"query_heads": len(layout.query_slots), "query_width": len(layout.query_slots) * head_dim,
               "kv_heads": len(layout.kv_slots), "group_size": layout.group_size}
     attention = layer.get_submodule(slim.attention_module)
     for attribute, what in slim.attention_attrs:
-        if hasattr(attention, attribute):
-            setattr(attention, attribute, values[what])
+        _set_attention_attribute(attention, attribute, values[what])
 
     # MLP block: gone entirely, its mean (or nothing) left as the output projection's bias
     if not layout.keep_mlp:
         placeholders = [-1] * layout.intermediate   # zero neurons where a zero-width projection cannot run
-        for module in role_modules(layer, paths, "mlp_inputs"):
-            _slice_rows(module, placeholders)
+        for module in owner.modules("mlp_inputs"):
+            _slice_rows(module, owner.mlp_input_rows(placeholders))
         out = layer.get_submodule(paths.mlp_output)
         if mlp_mean is not None and _ensure_bias(out):
             added.add("mlp_output")
         bias = None if out.bias is None else (mlp_mean.to(out.bias) if mlp_mean is not None
                                               else torch.zeros_like(out.bias))
-        _set_weights(out, _take(_weight_out_in(out).detach(), 1, placeholders), bias)
+        _set_weights(out, _take(weight_out_in(out).detach(), 1, placeholders), bias)
     elif layout.neurons is not None and _slice_neurons(layer, paths, layout, neuron_means):
         added.add("mlp_output")
     _bias_only_if_empty(layer, paths.mlp_output)
@@ -191,12 +159,29 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
     return tuple(role for role in (*ATTENTION_ROLES, *MLP_ROLES) if role in added)
 
 
+def _set_attention_attribute(attention: nn.Module, attribute: str, value: int) -> None:
+    """Set a head-count attribute the attention's forward reads. `config.<name>`: on a copy of the config that this
+    attention alone holds (the model's config keeps the original counts; other layers may keep other widths)."""
+    if attribute.startswith("config."):
+        name = attribute[len("config."):]
+        config = getattr(attention, "config", None)
+        if config is None:
+            return
+        if not getattr(attention, "_slim_own_config", False):
+            config = copy.copy(config)
+            attention.config = config
+            attention._slim_own_config = True
+        setattr(config, name, value)
+    elif hasattr(attention, attribute):
+        setattr(attention, attribute, value)
+
+
 def _slice_neurons(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
                    neuron_means: torch.Tensor | None) -> bool:
     """Keep `layout.neurons` of the MLP (zero placeholders when none is left) and fold the pruned neurons' means
     into the output projection's bias; True when that bias had to be added."""
     out = layer.get_submodule(paths.mlp_output)
-    weight = _weight_out_in(out)
+    weight = weight_out_in(out)
     kept = set(layout.neurons)
     pruned = [j for j in range(weight.shape[1]) if j not in kept]
     added = False
@@ -206,8 +191,9 @@ def _slice_neurons(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout
         added = _ensure_bias(out)
         out.bias.add_(delta.to(out.bias.dtype))
     rows = list(layout.neurons) or [-1] * layout.intermediate
-    for module in role_modules(layer, paths, "mlp_inputs"):
-        _slice_rows(module, rows)
-    _set_weights(out, _take(_weight_out_in(out).detach(), 1, rows),
+    owner = LayerOwnership(layer, paths, 1, 1, 1, intermediate=weight.shape[1])
+    for module in owner.modules("mlp_inputs"):
+        _slice_rows(module, owner.mlp_input_rows(rows))
+    _set_weights(out, _take(weight_out_in(out).detach(), 1, rows),
                  None if out.bias is None else out.bias.detach().clone())
     return added
