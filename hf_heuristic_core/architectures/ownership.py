@@ -14,6 +14,7 @@ neuron left) that slicing fills with zeros and gating never sees.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -21,7 +22,7 @@ from torch import nn
 from .registry import ArchitectureMap
 
 __all__ = ["ATTENTION_ROLES", "MLP_ROLES", "LayerOwnership", "ParameterSlice", "head_features", "is_transposed",
-           "out_in_view", "weight_out_in"]
+           "num_kv_heads", "out_in_view", "weight_out_in"]
 
 ATTENTION_ROLES = ("query", "key", "value", "attention_output")
 MLP_ROLES = ("mlp_inputs", "mlp_output")
@@ -49,6 +50,13 @@ def head_features(slots: tuple[int, ...] | list[int], head_dim: int, offset: int
     for slot in slots:
         out += [-1] * head_dim if slot < 0 else list(range(offset + slot * head_dim, offset + (slot + 1) * head_dim))
     return out
+
+
+def num_kv_heads(config: Any, slim: Any, num_heads: int) -> int:
+    """Key/value heads per layer as the config states them (grouped-query attention), else one per query head."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, slim.kv_heads_config, None) if slim.kv_heads_config else None
+    return int(value) if value else num_heads
 
 
 def _shift(index: list[int], offset: int) -> list[int]:

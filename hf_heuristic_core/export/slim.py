@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..ablation.modes import ABLATIONS
+from ..architectures.ownership import num_kv_heads
 from ..architectures.registry import slim_model_types
 from ..architectures.resolve import (
     input_width,
@@ -36,6 +37,8 @@ from ..architectures.resolve import (
     transformers_model,
 )
 from ..errors import ExportError, MissingMeansError, UnsupportedArchitectureError
+from ..granularity import get_granularity
+from ..granularity.base import OwnedUnits, UnitSizes
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
@@ -45,8 +48,6 @@ __all__ = ["SLIM_FORMAT", "SLIM_KEY", "check_uniform", "export_slim", "forget_ho
 
 SLIM_KEY = "hf_heuristic_core_slim"
 SLIM_FORMAT = "hf_heuristic_core.slim/1"
-# The mask kinds each granularity's slim export reads (a kind the masks leave out keeps every unit).
-SLIM_KINDS = {"unit": ("heads", "mlps"), "neuron": ("neurons",)}
 # Marks a model keeps once hooks of its own are installed; a copy made without those hooks must not keep them.
 # (Transformers 5 installs its output-capturing hooks, which return hidden_states and attentions, on the first call
 # that asks for them and marks the model; a copy keeping the mark would never install them and return neither.)
@@ -134,24 +135,31 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     model_type = architecture.model_type
     paths = architecture.paths
     granularity = prunable.pruning_config.granularity
-    if granularity not in SLIM_KINDS or architecture.is_encoder_decoder or paths.slim is None:
+    cls = get_granularity(granularity)
+    if not cls.mask_kinds or architecture.is_encoder_decoder or paths.slim is None:
         raise UnsupportedArchitectureError(
             f"Slim export supports unit masks (heads and MLP blocks) and neuron masks of the model types "
             f"{slim_model_types()}; this model is {model_type!r} with the {granularity!r} granularity. Keep using "
             "the hooked PrunableModel, or add a SlimMap for it in hf_heuristic_core.ARCHITECTURES.")
     given = prunable.validate_masks(masks) if masks is not None else {}
     full = prunable.get_masks(binary=True)
-    masks = {kind: given.get(kind, full[kind]) for kind in SLIM_KINDS[granularity]}
+    masks = {kind: given.get(kind, full[kind]) for kind in cls.mask_kinds}
     _check_masks(masks)
     ablation = ablation or prunable.pruning_config.ablation
     uniform = prunable.pruning_config.uniform_layers if uniform is None else bool(uniform)
+    sizes = UnitSizes(architecture.num_layers, architecture.num_heads,
+                      num_kv_heads(transformers_model(prunable.model).config, paths.slim, architecture.num_heads),
+                      architecture.head_dim, int(input_width(architecture.mlp_outputs[0])))
+    if cls.owned_units(masks, sizes) is None:
+        raise UnsupportedArchitectureError(
+            f"The {granularity!r} granularity's masks do not read as heads, MLP blocks or neurons "
+            "(Granularity.owned_units), so slim export cannot slice them. Keep using the hooked PrunableModel.")
     if uniform:
-        heads = masks.get("heads")
-        check_uniform(masks, 1 if heads is None else num_kv_heads(transformers_model(prunable.model).config,
-                                                                  paths.slim, heads.shape[1]))
+        check_uniform(cls.owned_units(masks, sizes), sizes.num_kv_heads)
     if ablation not in ABLATIONS:
         raise ExportError(f"Unknown ablation {ablation!r}; choose 'mean' or 'zero'.")
     means = _means_for(prunable, ablation, masks)
+    units = cls.owned_units(masks, sizes, means).filled(sizes)
 
     hf_original = transformers_model(prunable.model)
     if not hasattr(hf_original, "save_pretrained") or hf_original is not prunable.model:
@@ -168,16 +176,13 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     resolved = resolve_architecture(model, prunable.pruning_config)
     num_heads, head_dim = resolved.num_heads, resolved.head_dim
     num_kv = num_kv_heads(model.config, paths.slim, num_heads)
-    num_layers = len(resolved.layers)
-    layouts = plan_layers(masks.get("heads", torch.ones(num_layers, num_heads)),
-                          masks.get("mlps", torch.ones(num_layers)), num_kv,
+    layouts = plan_layers(units.heads, units.mlps, num_kv,
                           [input_width(module) for module in resolved.mlp_outputs], paths.slim.min_intermediate,
-                          masks.get("neurons"), paths.slim.zero_width_attention)
+                          units.neurons, paths.slim.zero_width_attention)
     if uniform and paths.slim.head_dim_config is None:
         layouts = [full_width_attention(layout, num_heads) for layout in layouts]
     for i, layer in enumerate(resolved.layers):
-        added = rebuild_layer(layer, paths, layouts[i], num_heads, num_kv, head_dim,
-                              *(means[kind][i] if kind in means else None for kind in ("heads", "mlps", "neurons")))
+        added = rebuild_layer(layer, paths, layouts[i], num_heads, num_kv, head_dim, *units.layer_means(i))
         layouts[i] = replace(layouts[i], added_biases=added)
     refusal = _make_stock(model, paths, layouts, head_dim)
     if uniform and refusal:
@@ -189,7 +194,7 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
         "ablation": ablation,
         "num_heads": num_heads, "num_key_value_heads": num_kv, "head_dim": head_dim,
         "layers": [layout.to_dict() for layout in layouts],
-        "masks": {kind: mask.int().tolist() if kind == "neurons" else mask.tolist() for kind, mask in masks.items()},
+        "masks": {kind: cls.record_mask(kind, mask) for kind, mask in masks.items()},
         "source": {"masks": source, "base_model": prunable.pruning_config.base_model_name_or_path,
                    "base_model_revision": prunable.pruning_config.base_model_revision,
                    "means": dict(prunable.means_info) if ablation == "mean" else None},
@@ -214,17 +219,12 @@ def _drop_gguf_marker(model: nn.Module) -> None:
         del model.config.quantization_config
 
 
-def num_kv_heads(config: Any, slim: Any, num_heads: int) -> int:
-    """Key/value heads per layer as the config states them (grouped-query attention), else one per query head."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    value = getattr(text, slim.kv_heads_config, None) if slim.kv_heads_config else None
-    return int(value) if value else num_heads
-
-
-def check_uniform(masks: Mapping[str, torch.Tensor], num_kv: int) -> None:
-    """Refuse masks that keep different counts in different layers, or parts of a key/value group (GQA)."""
+def check_uniform(masks: Mapping[str, torch.Tensor] | OwnedUnits, num_kv: int) -> None:
+    """Refuse masks that keep different counts in different layers, or parts of a key/value group (GQA). `masks`:
+    the units a granularity's masks own (`OwnedUnits`), or unit / neuron masks by kind."""
+    units = masks if isinstance(masks, OwnedUnits) else OwnedUnits.from_masks(masks)
     problems = []
-    heads = masks.get("heads")
+    heads = units.heads
     if heads is not None:
         kept = [int(row.sum()) for row in heads]
         if len(set(kept)) > 1:
@@ -234,10 +234,10 @@ def check_uniform(masks: Mapping[str, torch.Tensor], num_kv: int) -> None:
                    if any(0 < int(g.sum()) < group for g in row.reshape(num_kv, group))]
         if group > 1 and partial:
             problems.append(f"layers {partial} keep part of a key/value group ({group} query heads share one)")
-    mlps = masks.get("mlps")
+    mlps = units.mlps
     if mlps is not None and len({int(v) for v in mlps}) > 1:
         problems.append(f"MLP blocks kept per layer {[int(v) for v in mlps]}")
-    neurons = masks.get("neurons")
+    neurons = units.neurons
     if neurons is not None and len({int(row.sum()) for row in neurons}) > 1:
         problems.append(f"MLP neurons kept per layer {[int(row.sum()) for row in neurons]}")
     if problems:

@@ -8,6 +8,8 @@ outside the package); nothing in `PrunableModel` changes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .._registry import Registry
 
 GRANULARITIES = Registry("granularity", __name__, {
@@ -26,4 +28,25 @@ def get_granularity(name: str) -> type:
     return GRANULARITIES.get(name)
 
 
-__all__ = ["GRANULARITIES", "get_granularity", "register_granularity"]
+def granularity_for_kinds(keys: Iterable[str]) -> str | None:
+    """The registered granularity whose `mask_kinds` the mask keys `keys` are (one name); the one keyed by parameter
+    names when no registered kind is among them; None when they mix kinds of several granularities or kinds and
+    parameter names, or when nothing fits."""
+    keys = set(keys)
+    classes = {name: get_granularity(name) for name in GRANULARITIES.names()}
+    kinds = {name: set(getattr(cls, "mask_kinds", ())) for name, cls in classes.items()}
+    matches = [name for name, owned in kinds.items() if keys and owned and keys <= owned]
+    if matches:
+        return matches[0] if len(matches) == 1 else None
+    if keys & set().union(*kinds.values()):
+        return None
+    by_parameter = [name for name, cls in classes.items() if getattr(cls, "keyed_by_parameter", False)]
+    return by_parameter[0] if by_parameter else None
+
+
+def structured_kinds() -> set[str]:
+    """Every mask kind a registered granularity owns (masks keyed otherwise are parameter names)."""
+    return {kind for name in GRANULARITIES.names() for kind in getattr(get_granularity(name), "mask_kinds", ())}
+
+
+__all__ = ["GRANULARITIES", "get_granularity", "granularity_for_kinds", "register_granularity", "structured_kinds"]

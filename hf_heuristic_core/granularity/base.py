@@ -5,12 +5,19 @@ A granularity says which *kinds* of masks a model has and their shapes (`MaskKin
 that apply the current masks (`attach`), names the activations whose means mean ablation needs (`mean_sites`), and
 records the facts about the model an artifact must match (`describe`). It never owns mask state: logits, fixed and
 forced masks and means live in `PrunableModel`, which every hook asks through the `MaskSource` protocol.
+
+It also says, without a model, what its masks *own*: which mask kinds are its own (`mask_kinds`), their shapes
+(`kind_shapes`), what "everything kept" is (`everything_kept`), and how its masks read in the architecture's units
+(`owned_units`: query heads, MLP blocks, intermediate neurons, `OwnedUnits`). Slim export and Subtask Induction slice
+and gate by those units (which rows and columns each owns: `architectures.ownership`), so a new granularity whose
+masks map to them exports and transplants with no edit outside its own folder.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 import torch
@@ -19,7 +26,47 @@ from torch.utils.hooks import RemovableHandle
 
 from ..ablation.means import ActivationSite
 
-__all__ = ["ActivationSite", "Granularity", "MaskKind", "MaskSource"]
+__all__ = ["ActivationSite", "Granularity", "MaskKind", "MaskSource", "OwnedUnits", "UnitSizes"]
+
+
+@dataclass(frozen=True)
+class UnitSizes:
+    """The unit counts of a single-stack architecture that mask shapes are made of."""
+
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate: int
+
+
+@dataclass(frozen=True)
+class OwnedUnits:
+    """Masks (and mean activations) in the architecture's units: query heads `[L, H]`, MLP blocks `[L]`,
+    intermediate neurons `[L, intermediate]` (1 keeps). None: the masks say nothing about that unit (export keeps
+    all of them, a transplant copies none). Means: `[L, H, head_dim]`, `[L, hidden]`, `[L, intermediate]`."""
+
+    heads: torch.Tensor | None = None
+    mlps: torch.Tensor | None = None
+    neurons: torch.Tensor | None = None
+    head_means: torch.Tensor | None = None
+    mlp_means: torch.Tensor | None = None
+    neuron_means: torch.Tensor | None = None
+
+    @classmethod
+    def from_masks(cls, masks: Mapping[str, torch.Tensor]) -> OwnedUnits:
+        """From masks keyed by the unit names (`heads`, `mlps`, `neurons`); other keys are ignored."""
+        return cls(**{unit: masks[unit] for unit in ("heads", "mlps", "neurons") if unit in masks})
+
+    def filled(self, sizes: UnitSizes) -> OwnedUnits:
+        """Every unit the masks say nothing about kept (neurons stay None: whole MLP blocks decide)."""
+        return replace(self, heads=torch.ones(sizes.num_layers, sizes.num_heads) if self.heads is None else self.heads,
+                       mlps=torch.ones(sizes.num_layers) if self.mlps is None else self.mlps)
+
+    def layer_means(self, layer: int) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """(head means, MLP mean, neuron means) of one layer, None where there are none."""
+        return tuple(None if means is None else means[layer]
+                     for means in (self.head_means, self.mlp_means, self.neuron_means))
 
 
 @dataclass(frozen=True)
@@ -87,6 +134,36 @@ class Granularity(ABC):
     ablations: ClassVar[tuple[str, ...]] = ("zero",)
     # Relaxations it supports (None: every registered one).
     relaxations: ClassVar[tuple[str, ...] | None] = None
+    # The mask kinds of a single-stack model, as `get_masks()` keys them (empty: masks keyed otherwise).
+    mask_kinds: ClassVar[tuple[str, ...]] = ()
+    # Masks keyed by parameter names (`named_parameters()`) instead of kinds (the weight granularity).
+    keyed_by_parameter: ClassVar[bool] = False
+    # Kind -> the `PruningConfig` flag that turns it off (an unpruned kind's masks are all ones by construction).
+    pruned_flags: ClassVar[dict[str, str]] = {}
+    # Kinds whose random controls keep the same count per layer row (Subtask Induction's "random" arm).
+    per_layer_kinds: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def kind_shapes(cls, sizes: UnitSizes) -> dict[str, tuple[int, ...]]:
+        """The shape of each of `mask_kinds` for an architecture of `sizes` (empty: none that sizes determine)."""
+        return {}
+
+    @classmethod
+    def everything_kept(cls, sizes: UnitSizes) -> dict[str, torch.Tensor]:
+        """All-ones masks of every kind: the full model."""
+        return {kind: torch.ones(shape) for kind, shape in cls.kind_shapes(sizes).items()}
+
+    @classmethod
+    def owned_units(cls, masks: Mapping[str, torch.Tensor], sizes: UnitSizes,
+                    means: Mapping[str, torch.Tensor] | None = None) -> OwnedUnits | None:
+        """`masks` (and `means`) by kind in the architecture's units; None when this granularity's masks do not
+        map to heads, MLP blocks or neurons (then they can be neither sliced nor transplanted as units)."""
+        return None
+
+    @classmethod
+    def record_mask(cls, kind: str, mask: torch.Tensor) -> list:
+        """A mask as a JSON list for records (slim export's config)."""
+        return mask.tolist()
 
     def __init__(self, model: nn.Module, config: Any) -> None:
         self.model = model

@@ -10,13 +10,16 @@ mask dicts are read:
 - **unit** masks `heads` `[L, H]` / `mlps` `[L]`. A kept head transplants its query/key/value rows (and their
   biases) and its output-projection columns; the output projection's bias belongs to no head and stays fresh. A
   kept MLP block transplants every parameter of the modules the architecture map lists as its MLP (biases
-  included). Which module plays which role is the slim-export map (`ArchitectureMap.slim`), so GPT-2's fused
-  `c_attn` (a `Conv1D` holding q|k|v along its output, weight stored `[in, out]`) is sliced like export slices it.
+  included). What each unit owns is `architectures.ownership.LayerOwnership` (the one answer export slices by),
+  so GPT-2's fused `c_attn` (a `Conv1D`, weight `[in, out]`) and Phi-3's `qkv_proj` / `gate_up_proj` are gated
+  like export slices them.
   **GQA:** a key/value head is transplanted when *any* query head of its group is kept (the kept head computes with
   it; `export.plan.plan_layer` decides which key/value heads a kept head set reads). The dropped query heads of that
   group then read frozen source keys/values with their own fresh query rows.
 - **neuron** masks `neurons` `[L, intermediate]`. A kept neuron transplants its rows of every MLP input projection
   (up and gate, with biases) and its column of the MLP output projection; that projection's bias stays fresh.
+- any other registered granularity whose masks read as those units (`Granularity.owned_units`), found by its
+  `mask_kinds`.
 """
 
 from __future__ import annotations
@@ -28,17 +31,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..architectures.ownership import LayerOwnership, ParameterSlice, num_kv_heads
 from ..architectures.registry import slim_model_types
-from ..architectures.resolve import resolve_architecture, transformers_model
+from ..architectures.resolve import input_width, resolve_architecture, transformers_model
 from ..errors import MaskShapeError, UnsupportedArchitectureError, UsageError
-from ..export.fold import role_modules
 from ..export.plan import plan_layer
-from ..export.slim import num_kv_heads
+from ..granularity import get_granularity, granularity_for_kinds
+from ..granularity.base import UnitSizes
 
 __all__ = ["TensorSlot", "granularity_of", "parameter_gates", "tensor_slots", "validate_binary"]
-
-UNIT_KINDS = ("heads", "mlps")
-NEURON_KINDS = ("neurons",)
 
 
 @dataclass(frozen=True)
@@ -72,18 +73,14 @@ def tensor_slots(model: nn.Module) -> dict[str, TensorSlot]:
 
 
 def granularity_of(masks: Mapping[str, Any], config: Any = None) -> str:
-    """"weight", "unit" or "neuron": from `config` (a `PruningConfig` or a granularity name) when given, else from
-    the mask keys; a disagreement between the two is an error."""
+    """The granularity name (`"weight"`, `"unit"`, `"neuron"` or a registered one): from `config` (a
+    `PruningConfig` or a granularity name) when given, else from the mask keys (`granularity_for_kinds`); a
+    disagreement between the two is an error."""
     keys = set(masks)
-    if keys and keys <= set(UNIT_KINDS):
-        inferred = "unit"
-    elif keys and keys <= set(NEURON_KINDS):
-        inferred = "neuron"
-    elif keys & (set(UNIT_KINDS) | set(NEURON_KINDS)):
+    inferred = granularity_for_kinds(keys)
+    if inferred is None:
         raise UsageError(f"The masks mix unit/neuron kinds and parameter names ({sorted(keys)[:6]}); pass one mask "
                          "dict as get_masks() returns it for one granularity.")
-    else:
-        inferred = "weight"
     given = config if isinstance(config, str) or config is None else getattr(config, "granularity", None)
     if given is not None and given != inferred:
         raise UsageError(f"config says granularity {given!r} but the mask keys {sorted(keys)[:4]} are "
@@ -113,7 +110,7 @@ def parameter_gates(model: nn.Module, masks: Mapping[str, Any], config: Any = No
     masks = {k: torch.as_tensor(v) for k, v in masks.items()}
     granularity = granularity_of(masks, config)
     slots = tensor_slots(model)
-    if granularity == "weight":
+    if get_granularity(granularity).keyed_by_parameter:
         return _weight_gates(slots, masks)
     return _structured_gates(model, slots, masks, granularity, config)
 
@@ -141,6 +138,8 @@ def _weight_gates(slots: dict[str, TensorSlot], masks: dict[str, torch.Tensor]) 
 
 def _structured_gates(model: nn.Module, slots: dict[str, TensorSlot], masks: dict[str, torch.Tensor],
                       granularity: str, config: Any) -> dict[str, torch.Tensor]:
+    """Gates of what the kept units own: the granularity reads its masks as heads / MLP blocks / neurons
+    (`owned_units`), the architecture says which rows and columns each owns (`LayerOwnership`)."""
     hf_model = transformers_model(model)
     architecture = resolve_architecture(hf_model, config if not isinstance(config, str) else None)
     paths = architecture.paths
@@ -149,76 +148,44 @@ def _structured_gates(model: nn.Module, slots: dict[str, TensorSlot], masks: dic
             f"Transplanting {granularity} masks needs to know which projection rows/columns a head or neuron owns; "
             f"that map (SlimMap) exists for {slim_model_types()}, not {architecture.model_type!r}. Use weight masks "
             "(PruningConfig(granularity='weight')), or add a SlimMap for the model in ARCHITECTURES.")
-    num_layers, num_heads, head_dim = architecture.num_layers, architecture.num_heads, architecture.head_dim
-    intermediate = _intermediate(architecture)
-    shapes = {"heads": (num_layers, num_heads), "mlps": (num_layers,), "neurons": (num_layers, intermediate)}
+    cls = get_granularity(granularity)
+    num_kv = num_kv_heads(hf_model.config, paths.slim, architecture.num_heads)
+    sizes = UnitSizes(architecture.num_layers, architecture.num_heads, num_kv, architecture.head_dim,
+                      int(input_width(architecture.mlp_outputs[0])))
+    shapes = cls.kind_shapes(sizes)
     binary = {}
     for kind, mask in masks.items():
-        if tuple(mask.shape) != shapes[kind]:
+        if tuple(mask.shape) != shapes.get(kind):
             raise MaskShapeError(f"The {kind!r} mask has shape {tuple(mask.shape)} but this "
-                                 f"{architecture.model_type!r} model needs {shapes[kind]}; the masks come from "
+                                 f"{architecture.model_type!r} model needs {shapes.get(kind)}; the masks come from "
                                  "another model size or architecture.")
         binary[kind] = validate_binary(kind, mask).cpu()
+    units = cls.owned_units(binary, sizes)
+    if units is None:
+        raise UnsupportedArchitectureError(f"The {granularity!r} granularity's masks do not read as heads, MLP blocks "
+                                           "or neurons (its owned_units), so they cannot be transplanted as units; "
+                                           "use weight masks.")
     names = {id(slot.parameter): slot.name for slot in slots.values()}
     gates: dict[str, torch.Tensor] = {}
 
-    def mark(module: nn.Module, attribute: str, rows: list[int] | None = None, cols: list[int] | None = None) -> None:
-        parameter = getattr(module, attribute, None)
-        if parameter is None:
-            return
-        name = names[id(parameter)]
-        gate = gates.setdefault(name, torch.zeros(parameter.shape, dtype=torch.bool, device=parameter.device))
-        view = gate.t() if type(module).__name__ == "Conv1D" and gate.dim() == 2 else gate  # [out, in] view
-        if rows is None and cols is None:
-            view[...] = True
-        elif cols is None:
-            view[rows] = True
-        else:
-            view[:, cols] = True
+    def mark(owned: list[ParameterSlice]) -> None:
+        for piece in owned:
+            parameter = getattr(piece.module, piece.attribute)
+            name = names[id(parameter)]
+            piece.fill(gates.setdefault(name, torch.zeros(parameter.shape, dtype=torch.bool,
+                                                          device=parameter.device)))
 
-    num_kv = num_kv_heads(hf_model.config, paths.slim, num_heads)
     for index, layer in enumerate(architecture.layers):
-        if "heads" in binary:
-            layout = plan_layer(binary["heads"][index].float(), True, num_kv, intermediate)
+        owner = LayerOwnership(layer, paths, sizes.num_heads, num_kv, sizes.head_dim, sizes.intermediate)
+        if units.heads is not None:
+            layout = plan_layer(units.heads[index].float(), True, num_kv, sizes.intermediate)
             kept = list(layout.kept_heads)
-            kv = sorted({k for k in layout.kv_slots if k >= 0}) if kept else []
-            q_rows = _features(kept, head_dim)
-            kv_rows = _features(kv, head_dim)
-            if q_rows:
-                if paths.slim.qkv is not None:
-                    fused = layer.get_submodule(paths.slim.qkv)
-                    width_q, width_kv = num_heads * head_dim, num_kv * head_dim
-                    rows = q_rows + [i + width_q for i in kv_rows] + [i + width_q + width_kv for i in kv_rows]
-                    for attribute in ("weight", "bias"):
-                        mark(fused, attribute, rows=rows)
-                else:
-                    for role, rows in (("query", q_rows), ("key", kv_rows), ("value", kv_rows)):
-                        module = layer.get_submodule(getattr(paths.slim, role))
-                        for attribute in ("weight", "bias"):
-                            mark(module, attribute, rows=rows)
-                for module in role_modules(layer, paths, "attention_output"):
-                    mark(module, "weight", cols=q_rows)
-        if "mlps" in binary and bool(binary["mlps"][index]):
-            for path in paths.mlp or (paths.mlp_output,):
-                for module in layer.get_submodule(path).modules():
-                    for attribute in list(module._parameters):
-                        mark(module, attribute)
-        if "neurons" in binary:
-            kept_neurons = binary["neurons"][index].nonzero().flatten().tolist()
+            if kept:
+                mark(owner.head_slices(kept, sorted({k for k in layout.kv_slots if k >= 0})))
+        if units.mlps is not None and bool(units.mlps[index]):
+            mark(owner.mlp_block_slices())
+        if units.neurons is not None:
+            kept_neurons = units.neurons[index].nonzero().flatten().tolist()
             if kept_neurons:
-                for module in role_modules(layer, paths, "mlp_inputs"):
-                    for attribute in ("weight", "bias"):
-                        mark(module, attribute, rows=kept_neurons)
-                for module in role_modules(layer, paths, "mlp_output"):
-                    mark(module, "weight", cols=kept_neurons)
+                mark(owner.neuron_slices(kept_neurons))
     return gates
-
-
-def _features(heads: list[int], head_dim: int) -> list[int]:
-    return [i for h in heads for i in range(h * head_dim, (h + 1) * head_dim)]
-
-
-def _intermediate(architecture: Any) -> int:
-    from ..architectures.resolve import input_width
-
-    return int(input_width(architecture.mlp_outputs[0]))

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ..errors import ArtifactError
+from ..granularity import granularity_for_kinds
 from ..granularity.weight.selection import layer_of
 from ..io_utils import atomic_write, atomic_write_text
 from .freezing import accept_plain_state_dicts, frozen_gates, install_transplant
@@ -62,8 +63,7 @@ def provenance_record(model: nn.Module, *, source: nn.Module | None, arm: str, s
     mask_counts = {k: {"kept": int(torch.as_tensor(v).bool().sum()), "total": torch.as_tensor(v).numel()}
                    for k, v in (masks or {}).items()} if arm not in ("full", "scratch") else {}
     if granularity is None and mask_counts:
-        keys = set(mask_counts)
-        granularity = "unit" if keys <= {"heads", "mlps"} else "neuron" if keys <= {"neurons"} else "weight"
+        granularity = granularity_for_kinds(mask_counts)
     return {
         "format": FORMAT, "arm": arm, "seed": seed, "source": source_name or None,
         "source_class": type(source).__name__ if source is not None else None,

@@ -9,6 +9,7 @@ value), exactly like heads. Kinds: `neurons` `[L, intermediate]` (per stack for 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import torch
@@ -17,7 +18,7 @@ from torch.utils.hooks import RemovableHandle
 from ...ablation.apply import mask_block
 from ...architectures.resolve import input_width, resolve_architecture
 from ...errors import UnsupportedArchitectureError
-from ..base import ActivationSite, Granularity, MaskKind, MaskSource
+from ..base import ActivationSite, Granularity, MaskKind, MaskSource, OwnedUnits, UnitSizes
 
 __all__ = ["NeuronGranularity"]
 
@@ -27,6 +28,23 @@ class NeuronGranularity(Granularity):
 
     name = "neuron"
     ablations = ("mean", "zero", "resample")
+    mask_kinds = ("neurons",)
+    per_layer_kinds = ("neurons",)
+
+    @classmethod
+    def kind_shapes(cls, sizes: UnitSizes) -> dict[str, tuple[int, ...]]:
+        return {"neurons": (sizes.num_layers, sizes.intermediate)}
+
+    @classmethod
+    def owned_units(cls, masks: Mapping[str, torch.Tensor], sizes: UnitSizes,
+                    means: Mapping[str, torch.Tensor] | None = None) -> OwnedUnits:
+        """Intermediate neurons are the units; every head is kept."""
+        return OwnedUnits(neurons=masks.get("neurons"), neuron_means=(means or {}).get("neurons"))
+
+    @classmethod
+    def record_mask(cls, kind: str, mask: torch.Tensor) -> list:
+        """As integers (a neuron mask is wide; "1" is shorter than "1.0")."""
+        return mask.int().tolist()
 
     def __init__(self, model: torch.nn.Module, config: Any) -> None:
         super().__init__(model, config)

@@ -10,6 +10,7 @@ A single-stack model has the kinds `heads` `[L, H]` and `mlps` `[L]`; an encoder
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import torch
@@ -18,7 +19,7 @@ from torch.utils.hooks import RemovableHandle
 from ...ablation.apply import mask_block, mask_heads
 from ...ablation.means import after_output_dropout
 from ...architectures.resolve import ResolvedStack, resolve_architecture
-from ..base import ActivationSite, Granularity, MaskKind, MaskSource
+from ..base import ActivationSite, Granularity, MaskKind, MaskSource, OwnedUnits, UnitSizes
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,21 @@ class UnitGranularity(Granularity):
 
     name = "unit"
     ablations = ("mean", "zero", "resample")
+    mask_kinds = ("heads", "mlps")
+    pruned_flags = {"heads": "prune_heads", "mlps": "prune_mlps"}
+    per_layer_kinds = ("heads",)
+
+    @classmethod
+    def kind_shapes(cls, sizes: UnitSizes) -> dict[str, tuple[int, ...]]:
+        return {"heads": (sizes.num_layers, sizes.num_heads), "mlps": (sizes.num_layers,)}
+
+    @classmethod
+    def owned_units(cls, masks: Mapping[str, torch.Tensor], sizes: UnitSizes,
+                    means: Mapping[str, torch.Tensor] | None = None) -> OwnedUnits:
+        """Heads are query heads and MLP blocks are MLP blocks: the masks are the units."""
+        means = means or {}
+        return OwnedUnits(heads=masks.get("heads"), mlps=masks.get("mlps"), head_means=means.get("heads"),
+                          mlp_means=means.get("mlps"))
 
     def __init__(self, model: torch.nn.Module, config: Any) -> None:
         super().__init__(model, config)

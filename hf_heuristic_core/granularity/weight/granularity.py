@@ -59,6 +59,7 @@ class WeightGranularity(Granularity):
 
     name = "weight"
     ablations = ("zero",)
+    keyed_by_parameter = True
 
     def __init__(self, model: nn.Module, config: Any) -> None:
         super().__init__(model, config)
