@@ -16,6 +16,7 @@ from typing import Any
 from torch import nn
 
 from ..errors import UnsupportedArchitectureError
+from .ownership import is_transposed
 from .registry import ARCHITECTURES, ATTENTION_OUTPUT_SUFFIXES, MLP_OUTPUT_SUFFIXES, ArchitectureMap
 
 logger = logging.getLogger(__name__)
@@ -258,7 +259,7 @@ def input_width(module: nn.Module) -> int | None:
         return input_width(base_layer)
     if isinstance(module, nn.Linear):
         return module.in_features
-    if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None:
+    if is_transposed(module) and getattr(module, "weight", None) is not None:
         return module.weight.shape[0]
     return None
 
@@ -269,7 +270,7 @@ def output_width(module: nn.Module) -> int | None:
         return output_width(base_layer)
     if isinstance(module, nn.Linear):
         return module.out_features
-    if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None:
+    if is_transposed(module) and getattr(module, "weight", None) is not None:
         return module.weight.shape[1]
     return None
 

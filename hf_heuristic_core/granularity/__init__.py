@@ -49,4 +49,11 @@ def structured_kinds() -> set[str]:
     return {kind for name in GRANULARITIES.names() for kind in getattr(get_granularity(name), "mask_kinds", ())}
 
 
-__all__ = ["GRANULARITIES", "get_granularity", "granularity_for_kinds", "register_granularity", "structured_kinds"]
+def per_layer_kinds() -> set[str]:
+    """Mask kinds whose random controls keep the same count per layer row (`Granularity.per_layer_kinds`)."""
+    return {kind for name in GRANULARITIES.names()
+            for kind in getattr(get_granularity(name), "per_layer_kinds", ())}
+
+
+__all__ = ["GRANULARITIES", "get_granularity", "granularity_for_kinds", "per_layer_kinds", "register_granularity",
+           "structured_kinds"]

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
+from ..granularity import per_layer_kinds
 from .gates import validate_binary
 from .provenance import attach_provenance
 from .transfer import (
@@ -42,15 +43,17 @@ ARMS = ("subnetwork", "random", "random_complement", "inverse", "full", "scratch
 
 
 def random_like_counts(masks: Mapping[str, Any], seed: int, complement: bool = False) -> dict[str, torch.Tensor]:
-    """Random binary masks with the same kept count as `masks` per tensor, and per layer row for `heads` /
-    `neurons` (see the module docstring for `mlps`). Same dtype and device as each input; seeded, repeatable.
+    """Random binary masks with the same kept count as `masks` per tensor, and per layer row for the kinds a
+    granularity draws per layer (`Granularity.per_layer_kinds`: `heads`, `neurons`; see the module docstring for
+    `mlps`). Same dtype and device as each input; seeded, repeatable.
     `complement=True` draws only from entries the mask does not keep (the paper's "random from the complement"),
     which needs every tensor (row) to keep at most half of its entries."""
     generator = torch.Generator().manual_seed(seed)
+    row_kinds = per_layer_kinds()
     out: dict[str, torch.Tensor] = {}
     for key in sorted(masks):
         mask = validate_binary(key, torch.as_tensor(masks[key])).cpu()
-        if key in ("heads", "neurons") and mask.dim() == 2:
+        if key in row_kinds and mask.dim() == 2:
             shuffled = torch.stack([_shuffled(key, row, generator, complement) for row in mask])
         else:
             shuffled = _shuffled(key, mask.flatten(), generator, complement).view(mask.shape)

@@ -18,7 +18,9 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from ..config import PruningConfig
 from ..errors import MaskShapeError, UsageError
+from ..granularity import get_granularity
 from .freezing import Transplant, accept_plain_state_dicts, install_transplant
 from .gates import parameter_gates, tensor_slots, validate_binary
 from .provenance import attach_provenance
@@ -171,9 +173,10 @@ def keep_pruned_kinds(masks: Mapping[str, Any], config: Any) -> dict[str, Any]:
     """Drop the unit kinds a `PruningConfig` did not prune: `get_masks()` returns them as all ones, which would
     otherwise transplant every MLP block (prune_mlps=False) or every head (prune_heads=False)."""
     masks = dict(masks)
-    if config is None or isinstance(config, str) or getattr(config, "granularity", "unit") != "unit":
+    if config is None or isinstance(config, str):
         return masks
-    for kind, flag in (("heads", "prune_heads"), ("mlps", "prune_mlps")):
+    granularity = get_granularity(getattr(config, "granularity", None) or PruningConfig.granularity)
+    for kind, flag in granularity.pruned_flags.items():
         if kind in masks and getattr(config, flag, True) is False:
             del masks[kind]
     return masks

@@ -20,6 +20,7 @@ from typing import Any
 
 from torch import nn
 
+from ...architectures.ownership import is_transposed
 from ...errors import PruningError
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class MaskedParameter:
 
 
 def is_maskable_module(module: nn.Module) -> bool:
-    return isinstance(module, nn.Linear) or (type(module).__name__ == "Conv1D"
+    return isinstance(module, nn.Linear) or (is_transposed(module)
                                              and isinstance(getattr(module, "weight", None), nn.Parameter))
 
 
