@@ -80,7 +80,7 @@ def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float
     masks = model.get_masks(binary=True, sparsity=sparsity)
     tensors = model.mask_state_dict()
     tensors.update({f"mask.{kind}": mask.float().contiguous() for kind, mask in masks.items()})
-    weight_kinds = {kind for kind, spec in model.kinds.items() if spec.role == "weights"}
+    weight_kinds = set(model.kinds) if model.granularity.keyed_by_parameter else set()
     if weight_kinds:
         tensors = pack_weight_tensors(tensors, weight_kinds, bool(include_logits))
     report = model.sparsity_report(masks)
@@ -102,15 +102,10 @@ def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float
     return directory
 
 
-_KIND_NAMES = {"heads": "heads", "mlps": "MLP blocks", "encoder_heads": "encoder heads", "encoder_mlps":
-               "encoder MLP blocks", "decoder_heads": "decoder heads", "cross_heads": "cross-attention heads",
-               "decoder_mlps": "decoder MLP blocks"}
-
-
-def _shape_text(config: PruningConfig) -> str:
-    if config.granularity == "unit" and config.num_layers and config.num_heads:
-        return f"{config.num_layers} layers x {config.num_heads} heads"
-    return ", ".join(f"{kind} {shape}" for kind, shape in (config.mask_shapes or {}).items())
+def _shape_text(granularity: Any, config: PruningConfig) -> str:
+    """The mask shapes in words, as the granularity puts them, else each kind's shape."""
+    text = granularity.shape_text(config)
+    return text or ", ".join(f"{kind} {shape}" for kind, shape in (config.mask_shapes or {}).items())
 
 
 def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
@@ -185,12 +180,12 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
         "| field | value |", "|---|---|",
         f"| base model | `{hub_id or local or 'unknown'}`{' (local folder)' if local else ''} "
         f"(revision `{config.base_model_revision or 'unknown'}`) |",
-        f"| model type | {config.model_type} ({_shape_text(config)}) |",
+        f"| model type | {config.model_type} ({_shape_text(model.granularity, config)}) |",
         f"| granularity, relaxation | {config.granularity}, {config.relaxation} |",
         f"| units kept | {report['units_kept']} of {report['units_total']} |",
         *([f"| weights kept | {report['units_kept']} of {report['units_total']} in "
-           f"{len(model.enabled_kinds())} tensors (bit-packed masks) |"] if config.granularity == "weight" else
-          [f"| {_KIND_NAMES.get(kind, kind)} kept | {report[f'{kind}_kept']} of {report[f'{kind}_total']} |"
+           f"{len(model.enabled_kinds())} tensors (bit-packed masks) |"] if model.granularity.keyed_by_parameter else
+          [f"| {model.kinds[kind].title or kind} kept | {report[f'{kind}_kept']} of {report[f'{kind}_total']} |"
            for kind in model.enabled_kinds()]),
         f"| sparsity (units) | {report['sparsity']:.4f} |",
         f"| sparsity (parameters) | {report['sparsity_params']:.4f} |",

@@ -16,6 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from ..artifacts import MaskArtifact, read_artifact
+from ..granularity import get_granularity
+from ..granularity.unit.granularity import UnitGranularity
 
 __all__ = [
     "Unit", "ablation_masks", "all_units", "artifact_masks", "group_label", "kept_units", "make_unit",
@@ -25,8 +27,8 @@ __all__ = [
 
 Unit = tuple  # (layer, head) or ("mlp", layer)
 
-# Mask kind -> the names of its mask's dimensions, for messages ("2 layers x 4 heads").
-KIND_AXES: dict[str, tuple[str, ...]] = {"heads": ("layers", "heads"), "mlps": ("layers",)}
+# Mask kind -> the names of its mask's dimensions, for messages ("2 layers x 4 heads"): the unit granularity's.
+KIND_AXES: dict[str, tuple[str, ...]] = dict(UnitGranularity.kind_axes)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -177,6 +179,9 @@ def read_masks(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def pruned_kinds(artifact: MaskArtifact) -> list[str]:
-    """The kinds the artifact's run pruned (the others' masks are all ones by construction)."""
+    """The kinds the artifact's run pruned (the others' masks are all ones by construction): those of its
+    granularity, less the ones its config turned off (`Granularity.pruned_flags`: `prune_heads`, `prune_mlps`)."""
     config = artifact.config
-    return [kind for kind, on in (("heads", config.prune_heads), ("mlps", config.prune_mlps)) if on]
+    granularity = get_granularity(config.granularity)
+    flags = granularity.pruned_flags
+    return [kind for kind in granularity.mask_kinds if kind not in flags or getattr(config, flags[kind])]

@@ -110,8 +110,8 @@ _LLAMA_LIKE = ArchitectureMap("layers", "self_attn.o_proj", "mlp.down_proj", att
 _LLAMA_SLIM_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 # Phi-3: fused q|k|v (`qkv_proj`, grouped-query offsets) and gate|up (`gate_up_proj`); no bias flags (its
 # projections have none), so a folded mean reloads with `load_slim`.
-_PHI3_SLIM = SlimMap("self_attn", ("mlp.gate_up_proj",), qkv="self_attn.qkv_proj", kv_heads_config="num_key_value_heads",
-                     head_dim_config="head_dim", mlp_input_blocks=2,
+_PHI3_SLIM = SlimMap("self_attn", ("mlp.gate_up_proj",), qkv="self_attn.qkv_proj",
+                     kv_heads_config="num_key_value_heads", head_dim_config="head_dim", mlp_input_blocks=2,
                      attention_attrs=(("config.num_attention_heads", "query_heads"),
                                       ("num_key_value_heads", "kv_heads"), ("num_key_value_groups", "group_size")))
 _BART_LIKE = ArchitectureMap(

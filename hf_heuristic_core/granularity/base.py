@@ -78,7 +78,8 @@ class MaskKind:
     `means_shape` is the shape of the mean activations mean ablation needs (None: this kind has no mean ablation).
     `dims` names the dimensions for error messages (`("num_layers", "num_heads")`). `unit_group` is how many
     consecutive entries of a layer share parameters and go together in a uniform layout (the query heads of one
-    key/value head under grouped-query attention; 1 otherwise).
+    key/value head under grouped-query attention; 1 otherwise). `title` names the entries for people
+    ("encoder MLP blocks").
     """
 
     name: str
@@ -91,6 +92,8 @@ class MaskKind:
     label_prefix: str = ""
     dims: tuple[str, ...] = ()
     unit_group: int = 1
+    # What one entry is, for people (a model card's "MLP blocks kept"); empty: the kind's name.
+    title: str = ""
 
     @property
     def numel(self) -> int:
@@ -158,6 +161,11 @@ class Granularity(ABC):
                     means: Mapping[str, torch.Tensor] | None = None) -> OwnedUnits | None:
         """`masks` (and `means`) by kind in the architecture's units; None when this granularity's masks do not
         map to heads, MLP blocks or neurons (then they can be neither sliced nor transplanted as units)."""
+        return None
+
+    @classmethod
+    def shape_text(cls, config: Any) -> str | None:
+        """The mask shapes in words for a model card ("6 layers x 12 heads"); None: list the kinds' shapes."""
         return None
 
     @classmethod

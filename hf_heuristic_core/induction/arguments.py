@@ -27,7 +27,8 @@ MASK_FIELDS = ("data_seed", "mask_target_modules", "mask_epochs", "mask_learning
 
 @dataclass
 class InductionArguments:
-    """Subtask Induction on modular arithmetic; defaults: the CPU-scale setup of SECOND_WAVE.md (~13 min on 2 busy cores)."""
+    """Subtask Induction on modular arithmetic; defaults: the CPU-scale setup of SECOND_WAVE.md (~13 min on 2 busy
+    cores)."""
 
     output_dir: str = field(default="runs/induction", metadata={"help": "Where records and the report go (resumable)."})
     source: str | None = field(default=None, metadata={
@@ -35,7 +36,8 @@ class InductionArguments:
     masks: str | None = field(default=None, metadata={
         "help": "The subnetwork: a mask artifact folder / Hub id, or a masks .safetensors file (1 = keep)."})
     arithmetic: bool = field(default=False, metadata={
-        "help": "Run the whole reproduction: train the source on T1 = a+ab, find the S1 = ab subnetwork, then the arms."})
+        "help": "Run the whole reproduction: train the source on T1 = a+ab, find the S1 = ab subnetwork, then the "
+                "arms."})
     arms: str = field(default="subnetwork,random,scratch", metadata={
         "help": f"Comma-separated arms among {', '.join(ARM_CHOICES)}."})
     seeds: str = field(default="0,1,2", metadata={"help": "Comma-separated seeds (fresh init and data order)."})
@@ -48,7 +50,8 @@ class InductionArguments:
     learning_rate: float = field(default=3e-3, metadata={"help": "T2 learning rate (AdamW)."})
     batch_size: int = field(default=32, metadata={"help": "T2 batch size."})
     weight_decay: float = field(default=0.01, metadata={
-        "help": "T2 weight decay (the transplanted entries are frozen by a parametrization, so decay cannot move them)."})
+        "help": "T2 weight decay (the transplanted entries are frozen by a parametrization, so decay cannot move "
+                "them)."})
     source_epochs: float = field(default=150, metadata={"help": "--arithmetic: source T1 epochs."})
     source_learning_rate: float = field(default=1e-3, metadata={"help": "--arithmetic: source learning rate."})
     source_batch_size: int = field(default=64, metadata={"help": "--arithmetic: source batch size."})

@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["UnitGranularity"]
 
 _PREFIX = {"": "", "encoder": "enc.", "decoder": "dec."}
+_TITLE = {"": "", "encoder": "encoder ", "decoder": "decoder "}
 
 
 class UnitGranularity(Granularity):
@@ -34,12 +35,20 @@ class UnitGranularity(Granularity):
     name = "unit"
     ablations = ("mean", "zero", "resample")
     mask_kinds = ("heads", "mlps")
+    # The names of each kind's mask dimensions, for messages ("2 layers x 4 heads").
+    kind_axes = {"heads": ("layers", "heads"), "mlps": ("layers",)}
     pruned_flags = {"heads": "prune_heads", "mlps": "prune_mlps"}
     per_layer_kinds = ("heads",)
 
     @classmethod
     def kind_shapes(cls, sizes: UnitSizes) -> dict[str, tuple[int, ...]]:
         return {"heads": (sizes.num_layers, sizes.num_heads), "mlps": (sizes.num_layers,)}
+
+    @classmethod
+    def shape_text(cls, config: Any) -> str | None:
+        if config.num_layers and config.num_heads:
+            return f"{config.num_layers} layers x {config.num_heads} heads"
+        return None
 
     @classmethod
     def owned_units(cls, masks: Mapping[str, torch.Tensor], sizes: UnitSizes,
@@ -64,15 +73,17 @@ class UnitGranularity(Granularity):
         prefix, layers, heads = _PREFIX.get(stack.name, f"{stack.name}."), stack.num_layers, stack.num_heads
         self._add(MaskKind(name("heads"), (layers, heads), "heads", stack.head_param_count, stack.name,
                            means_shape=(layers, heads, stack.head_dim), label_prefix=prefix,
-                           dims=("num_layers", "num_heads"), unit_group=self._query_group(stack)),
+                           dims=("num_layers", "num_heads"), unit_group=self._query_group(stack),
+                           title=f"{_TITLE.get(stack.name, stack.name + ' ')}heads"),
                   stack, stack.attention_outputs, "input")
         if stack.cross_attention_outputs:
             self._add(MaskKind("cross_heads", (layers, heads), "heads", stack.cross_head_param_count, stack.name,
                                means_shape=(layers, heads, stack.head_dim), label_prefix="cross.",
-                               dims=("num_layers", "num_heads")),
+                               dims=("num_layers", "num_heads"), title="cross-attention heads"),
                       stack, stack.cross_attention_outputs, "input")
         self._add(MaskKind(name("mlps"), (layers,), "mlps", stack.mlp_param_count, stack.name,
-                           means_shape=(layers, stack.hidden_size), label_prefix=prefix, dims=("num_layers",)),
+                           means_shape=(layers, stack.hidden_size), label_prefix=prefix, dims=("num_layers",),
+                           title=f"{_TITLE.get(stack.name, stack.name + ' ')}MLP blocks"),
                   stack, stack.mlp_outputs, "output")
 
     def _query_group(self, stack: ResolvedStack) -> int:
