@@ -2,8 +2,9 @@
 
 Masks move through the analyses as dicts keyed by mask kind (`{"heads": [L, H], "mlps": [L]}` today). A *unit* is one
 entry of one kind's mask: `(layer, head)` for a head, `("mlp", layer)` for an MLP block, labelled "L4.H0" and
-"L3.MLP". This module is the one place that knows which kinds exist and how their units are written, so that new
-kinds (an encoder-decoder's `encoder_heads`, `cross_heads`) are a change here and nowhere else in `analysis/`.
+"L3.MLP". This module is the one place in `analysis/` that reads and writes units; which kinds exist, their axes and
+how an entry is written as a unit it asks the unit granularity (`UnitGranularity.mask_kinds`, `kind_axes`,
+`unit_of`, `kind_and_index`, `pruned_flags`).
 """
 
 from __future__ import annotations
@@ -53,14 +54,13 @@ def run_name(sparsity: float, seed: int) -> str:
 
 
 def unit_kind(unit: Unit) -> str:
-    """The mask kind a unit belongs to: "heads" or "mlps"."""
-    return "mlps" if parse_unit(unit)[0] == "mlp" else "heads"
+    """The mask kind a unit belongs to (the unit granularity's: heads or MLP blocks)."""
+    return UnitGranularity.kind_and_index(parse_unit(unit))[0]
 
 
 def unit_index(unit: Unit) -> tuple[int, ...]:
     """The unit's index into its kind's mask: `(layer, head)` or `(layer,)`."""
-    unit = parse_unit(unit)
-    return (unit[1],) if unit[0] == "mlp" else (unit[0], unit[1])
+    return UnitGranularity.kind_and_index(parse_unit(unit))[1]
 
 
 def make_unit(kind: str, index: Sequence[int]) -> Unit:
@@ -71,7 +71,7 @@ def make_unit(kind: str, index: Sequence[int]) -> Unit:
     if len(index) != len(KIND_AXES[kind]):
         raise ValueError(f"A {kind} unit needs {len(KIND_AXES[kind])} indices ({' x '.join(KIND_AXES[kind])}), "
                          f"got {index}.")
-    return ("mlp", index[0]) if kind == "mlps" else index
+    return UnitGranularity.unit_of(kind, index)
 
 
 def unit_label(unit: Unit) -> str:
@@ -124,7 +124,7 @@ def kept_units(masks: Mapping[str, Any]) -> list[Unit]:
 
 def units_from_masks(heads: Any = None, mlps: Any = None) -> list[Unit]:
     """The kept units (value 1) of a head mask `[L, H]` and an MLP mask `[L]`, heads first."""
-    return kept_units({"heads": heads, "mlps": mlps})
+    return kept_units(dict(zip(UnitGranularity.mask_kinds, (heads, mlps))))
 
 
 def all_units(shapes: Mapping[str, Sequence[int]], kinds: Iterable[str] | None = None) -> list[Unit]:
@@ -157,7 +157,7 @@ def masks_without(units: Iterable[Any], shapes: Mapping[str, Sequence[int]]) -> 
 
 def ablation_masks(units: Iterable[Any], num_layers: int, num_heads: int) -> dict[str, torch.Tensor]:
     """All-ones masks with `units` set to 0 (ablated)."""
-    return masks_without(units, {"heads": (num_layers, num_heads), "mlps": (num_layers,)})
+    return masks_without(units, dict(zip(UnitGranularity.mask_kinds, ((num_layers, num_heads), (num_layers,)))))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def artifact_masks(artifact: MaskArtifact) -> dict[str, torch.Tensor]:
     masks = getattr(artifact, "masks", None)
     if isinstance(masks, Mapping):
         return dict(masks)
-    return {"heads": artifact.heads, "mlps": artifact.mlps}
+    return {kind: getattr(artifact, kind) for kind in UnitGranularity.mask_kinds}   # `.heads`, `.mlps`
 
 
 def read_masks(path: str | os.PathLike) -> dict[str, torch.Tensor]:

@@ -44,6 +44,16 @@ class UnitGranularity(Granularity):
     def kind_shapes(cls, sizes: UnitSizes) -> dict[str, tuple[int, ...]]:
         return {"heads": (sizes.num_layers, sizes.num_heads), "mlps": (sizes.num_layers,)}
 
+    @staticmethod
+    def unit_of(kind: str, index: tuple[int, ...]) -> tuple:
+        """How the analyses write one mask entry: `(layer, head)` for a head, `("mlp", layer)` for an MLP block."""
+        return ("mlp", index[0]) if kind == "mlps" else tuple(index)
+
+    @staticmethod
+    def kind_and_index(unit: tuple) -> tuple[str, tuple[int, ...]]:
+        """The inverse of `unit_of`: the kind and mask index of a unit in tuple form."""
+        return ("mlps", (unit[1],)) if unit[0] == "mlp" else ("heads", (unit[0], unit[1]))
+
     @classmethod
     def shape_text(cls, config: Any) -> str | None:
         if config.num_layers and config.num_heads:
