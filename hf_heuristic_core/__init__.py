@@ -101,7 +101,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .relaxations.gumbel_sigmoid import GumbelSigmoid
     from .induction import (build_arm, frozen_gates, inverse_masks, load_transplanted, merge_transplant,
                             random_like_counts, transfer_subnetwork)
-    from .cli.induce import InductionArguments
+    from .induction.arguments import InductionArguments
     from .induction.runner import run_induction
     from .architectures.registry import ARCHITECTURES, ArchitectureMap, supported_model_types
     from .architectures.resolve import resolve_architecture
