@@ -1,0 +1,21 @@
+"""Continuous sparsification (Lepori et al.): `settings` (torch-free, composed into `PruningConfig`) and `relaxation` (the torch side).
+
+The relaxation module is imported on first attribute access, so importing the settings (a config, `--help`) never
+imports torch; `from hf_heuristic_core.relaxations.continuous_sparsification import X` keeps working for every name it defines.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .settings import *  # noqa: F401,F403 (the settings names)
+from .settings import ContinuousSparsificationSettings  # noqa: F401 (the settings class, torch-free)
+
+
+def __getattr__(name: str) -> Any:
+    module = importlib.import_module(f"{__name__}.relaxation")
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
