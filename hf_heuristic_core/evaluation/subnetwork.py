@@ -14,7 +14,7 @@ import torch
 
 from ..batching import LABEL_KEYS, iterate_batches, model_input_names
 from ..model import PrunableModel
-from ..training.trainer import kl_to_teacher
+from ..training.losses import kl_to_teacher
 
 
 
