@@ -83,7 +83,7 @@ class PruneScriptArguments:
                 "while training; lossless with continuous_sparsification, lossy with gumbel_sigmoid)."})
     init_mean: float | None = field(default=None, metadata={
         "help": "Mean of the initial mask logits (PruningConfig.init_mean). Default: the recipe's (paper 10, short "
-                "3); the README's short-run setting is 3. With the short recipe a value of 10 reads as unset."})
+                "3; docs/guides/pruning.md, 'Recipes'). With the short recipe a value of 10 reads as unset."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
     gguf_file: str | None = field(default=None, metadata={
         "help": "GGUF file inside --model: dequantized to float32 on load; --task auto reads the GGUF's "
