@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .io_utils import atomic_write_text
 from .relaxations import relaxation_settings_class
@@ -61,6 +61,11 @@ class PruningConfig(GumbelSigmoidSettings, ContinuousSparsificationSettings, Har
     models the built-in map and the suffix detection do not cover; paths are relative to `model.base_model`
     (`layers_path`) and to one layer (`attention_output`, `mlp_output`).
     """
+
+    # The relaxation-dependent defaults are the chosen relaxation's (`relaxation_settings`), not the config's own.
+    paper_binarization: ClassVar[str | None] = None
+    default_mask_samples: ClassVar[int | None] = None
+    default_penalty_weight: ClassVar[float | None] = None
 
     granularity: str = "unit"
     relaxation: str = "hard_concrete"
