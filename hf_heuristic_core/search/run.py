@@ -58,8 +58,8 @@ __all__ = [
     "SHORT_RUN_ARGUMENTS",
     "ClimbSchedule",
     "EffectiveSizeSearch",
-    "LevelClimb",
     "EvaluationOptions",
+    "LevelClimb",
     "PruningSetup",
     "SearchSettings",
     "check_groups",
@@ -98,9 +98,10 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     ``{case: tokenized labelled data}``; `groups`: ``{group: [case, ...]}`` (default: one group of every case).
     `settings` (`SearchSettings`): strategy ("nested" default, "climb", "grid"; see `search.strategies`), levels,
     seeds, margin, run length, climb schedule, early stopping. `evaluation` (`EvaluationOptions`): batch size,
-    collator (it also pads the pruning and means batches), label collapse. `pruning` (`PruningSetup`): the wrap config (default: the short recipe's), the
-    `PruningArguments` fields shared by every run (e.g. ``{"per_device_train_batch_size": 32}``), means examples,
-    the model class, progress bars. With `output_dir`, every level's masks are saved there as an artifact (``seed-0/sparsity-0.3``).
+    collator (it also pads the pruning and means batches), label collapse. `pruning` (`PruningSetup`): the wrap
+    config (default: the short recipe's), the `PruningArguments` fields shared by every run (e.g.
+    ``{"per_device_train_batch_size": 32}``), means examples, the model class, progress bars. With `output_dir`,
+    every level's masks are saved there as an artifact (``seed-0/sparsity-0.3``).
     The old keywords (``strategy=``, ``sparsities=``, ``pruning_overrides=``, ``eval_batch_size=``, ...) still work:
     they fill in these objects (`search_inputs`).
 

@@ -13,7 +13,8 @@ from hf_heuristic_core.search import ClimbSchedule, SearchSettings, search_effec
 from hf_heuristic_core.search.run import search_inputs
 from hf_heuristic_core.search.strategies import SHORT_RUN_ARGUMENTS, search_pruning_arguments
 from hf_heuristic_core.training.setup import PruningSetup
-from tiny_models import one_torch_thread, second_token_labels as token_data, tiny_bert_classifier as tiny_bert  # noqa: F401
+from tiny_models import one_torch_thread  # noqa: F401
+from tiny_models import second_token_labels as token_data, tiny_bert_classifier as tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
