@@ -24,13 +24,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .io_utils import atomic_write_text
+from .relaxations import relaxation_settings_class
+from .relaxations.continuous_sparsification.settings import ContinuousSparsificationSettings
+from .relaxations.gumbel_sigmoid.settings import GumbelSigmoidSettings
+from .relaxations.hard_concrete.settings import HardConcreteSettings
+from .relaxations.settings import RelaxationSettings
+
+# The built-in relaxations' settings, composed into PruningConfig (their fields are its flat fields).
+RELAXATION_SETTINGS_CLASSES: tuple[type[RelaxationSettings], ...] = (
+    HardConcreteSettings, ContinuousSparsificationSettings, GumbelSigmoidSettings)
 
 CONFIG_NAME = "pruning_config.json"
 
@@ -42,13 +50,22 @@ LOGITS_DTYPES = ("float32", "bfloat16")
 
 
 @dataclass
-class PruningConfig:
+class PruningConfig(GumbelSigmoidSettings, ContinuousSparsificationSettings, HardConcreteSettings):
     """Settings of a pruning run; serialized next to the masks so an artifact explains itself.
+
+    Each relaxation's constants come from its settings dataclass (`relaxations/<name>/settings.py`), composed here
+    as keyword-only fields, so `PruningConfig(temperature=0.5)` and old `pruning_config.json` files work unchanged;
+    `relaxation_settings` is the chosen relaxation's settings object.
 
     Architecture overrides (`layers_path`, `attention_output`, `mlp_output`, `num_heads`) are only needed for
     models the built-in map and the suffix detection do not cover; paths are relative to `model.base_model`
     (`layers_path`) and to one layer (`attention_output`, `mlp_output`).
     """
+
+    # The relaxation-dependent defaults are the chosen relaxation's (`relaxation_settings`), not the config's own.
+    paper_binarization: ClassVar[str | None] = None
+    default_mask_samples: ClassVar[int | None] = None
+    default_penalty_weight: ClassVar[float | None] = None
 
     granularity: str = "unit"
     relaxation: str = "hard_concrete"
@@ -57,21 +74,10 @@ class PruningConfig:
     # None: "mean" (the paper's), or "zero" for granularity="weight" (weight masking is zero ablation of weights).
     ablation: str | None = None
 
-    # Hard-concrete distribution (Louizos et al. 2018, as in CoFi / The Heuristic Core).
-    init_mean: float = 10.0
-    init_std: float = 0.01
-    temperature: float = 2.0 / 3.0
-    limit_left: float = -0.1
-    limit_right: float = 1.1
-    eps: float = 1e-6
-
-    # Continuous sparsification (Lepori et al.): s init, beta now (the schedule's state) and beta_max.
-    cs_init: float = 0.0
-    cs_beta: float = 1.0
-    cs_beta_max: float = 200.0
-    # Gumbel-sigmoid (Csordás et al.): initial keep probability, temperature, mask samples per batch (one per chunk).
-    gumbel_init_prob: float = 0.9
-    gumbel_tau: float = 1.0
+    # The relaxations' constants are the fields of their settings dataclasses (the bases above; hard concrete:
+    # init_mean, init_std, temperature, limit_left, limit_right, eps; continuous sparsification: cs_init, cs_beta,
+    # cs_beta_max; Gumbel-sigmoid: gumbel_init_prob, gumbel_tau), keyword-only. Mask samples per batch (one per
+    # chunk); None: the relaxation's paper default (Gumbel-sigmoid: 4).
     mask_samples: int | None = None
 
     # Weight granularity: PEFT-style module names (or one regex), layer indices, whether biases get masks too.
@@ -115,11 +121,13 @@ class PruningConfig:
     def __post_init__(self) -> None:
         if self.ablation is None:
             self.ablation = "zero" if self.granularity == "weight" else "mean"
+        from .relaxations import RELAXATIONS
+        _check_choice("relaxation", self.relaxation, tuple(RELAXATIONS.names()))
+        settings_class = relaxation_settings_class(self.relaxation)
         if self.binarization is None:
-            self.binarization = "threshold" if self.relaxation in ("continuous_sparsification", "gumbel_sigmoid") \
-                else "topk"
+            self.binarization = settings_class.paper_binarization
         if self.mask_samples is None:
-            self.mask_samples = 4 if self.relaxation == "gumbel_sigmoid" else 1
+            self.mask_samples = settings_class.default_mask_samples
         if isinstance(self.layers_to_transform, int):
             self.layers_to_transform = [self.layers_to_transform]
         self.validate()
@@ -141,26 +149,11 @@ class PruningConfig:
         if self.granularity == "unit" and not (self.prune_heads or self.prune_mlps):
             raise ValueError("PruningConfig: prune_heads and prune_mlps are both False, so nothing can be pruned; "
                              "enable at least one of them.")
-        if not (self.limit_left < 0.0 < 1.0 < self.limit_right):
-            raise ValueError(f"PruningConfig: the hard-concrete stretch must satisfy limit_left < 0 < 1 < limit_right, "
-                             f"got limit_left={self.limit_left}, limit_right={self.limit_right} "
-                             "(the recipe uses -0.1 and 1.1).")
-        if not self.temperature > 0:
-            raise ValueError(f"PruningConfig: temperature must be > 0 (the recipe uses 2/3), got {self.temperature}.")
-        if not 0 < self.eps < 0.5:
-            raise ValueError(f"PruningConfig: eps must be in (0, 0.5) (the recipe uses 1e-6), got {self.eps}.")
-        if not (math.isfinite(self.init_mean) and math.isfinite(self.init_std) and self.init_std >= 0):
-            raise ValueError(f"PruningConfig: init_mean must be finite and init_std finite and >= 0, "
-                             f"got {self.init_mean}, {self.init_std}.")
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"PruningConfig: threshold must be in (0, 1), got {self.threshold}.")
-        if not (self.cs_beta > 0 and self.cs_beta_max >= 1 and math.isfinite(self.cs_init)):
-            raise ValueError(f"PruningConfig: continuous sparsification needs cs_beta > 0, cs_beta_max >= 1 and a "
-                             f"finite cs_init, got {self.cs_beta}, {self.cs_beta_max}, {self.cs_init} (Lepori: 1, 200, "
-                             "0).")
-        if not (0.0 < self.gumbel_init_prob < 1.0 and self.gumbel_tau > 0):
-            raise ValueError(f"PruningConfig: gumbel_init_prob must be in (0, 1) and gumbel_tau > 0, got "
-                             f"{self.gumbel_init_prob}, {self.gumbel_tau} (Csordás: 0.9, 1).")
+        for settings_class in RELAXATION_SETTINGS_CLASSES:
+            settings_class.from_config(self).validate()
+        self.relaxation_settings.validate()
         if not (isinstance(self.mask_samples, int) and self.mask_samples >= 1):
             raise ValueError(f"PruningConfig: mask_samples must be an integer >= 1, got {self.mask_samples!r}.")
         if self.granularity != "weight" and (self.target_modules is not None or self.layers_to_transform is not None
@@ -173,6 +166,11 @@ class PruningConfig:
                              "unit count); drop uniform_layers or change the granularity.")
         if self.num_heads is not None and self.num_heads <= 0:
             raise ValueError(f"PruningConfig: num_heads must be positive, got {self.num_heads}.")
+
+    @property
+    def relaxation_settings(self) -> RelaxationSettings:
+        """The chosen relaxation's settings (a copy: change the config, not this object)."""
+        return relaxation_settings_class(self.relaxation).from_config(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

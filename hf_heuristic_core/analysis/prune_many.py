@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -19,8 +20,15 @@ import torch
 from ..artifacts import MASKS_NAME, read_artifact
 from ..config import CONFIG_NAME, PruningConfig
 from ..data.spec import datasets_from_spec
+from ..evaluation.options import EvaluationOptions
 from ..evaluation.subnetwork import evaluate_subnetwork
 from ..model import PrunableModel
+from ..run_folder import check_writable, claim_output_dir
+from ..training.arguments import PruningArguments
+from ..training.convergence import verdict_status
+from ..training.fingerprint import _base_model, _data_fingerprint
+from ..training.setup import PER_RUN_ARGUMENTS, PruningSetup
+from ..training.trainer import PruningTrainer
 from .ablation_table import AblationTable, ablation_table
 from .mask_stats import inverse, random_from_complement, random_like
 from .results import (CONTROLS_DIR, FULL_MODEL_NAME, MANIFEST_NAME, RESULT_NAME, PruneManyResult, collect_results,
@@ -30,10 +38,11 @@ from .units import read_masks, run_name, sparsity_tag
 logger = logging.getLogger(__name__)
 
 # `hf_heuristic_core` resolves these public names through this module (its `_EXPORTS`), so they are imported here.
-__all__ = ["AblationTable", "PruneManyResult", "ablation_table", "complement_mix", "complement_shortfall",
-           "control_masks", "datasets_from_spec", "prune_many"]
+__all__ = ["AblationTable", "EvaluationOptions", "PruneManyResult", "PruningSetup", "SeriesOptions", "ablation_table",
+           "complement_mix", "complement_shortfall", "control_masks", "datasets_from_spec", "prune_many",
+           "prune_many_inputs"]
 
-RESERVED_OVERRIDES = ("output_dir", "target_sparsity", "seed")
+RESERVED_OVERRIDES = PER_RUN_ARGUMENTS
 
 
 def _is_finished(run_dir: Path) -> bool:
@@ -70,7 +79,6 @@ IDENTITY_KEYS = ("model", "model_class", "pruning_config", "pruning_overrides", 
 def _identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest's identity keys, local model folders as absolute paths (a relative path and its absolute form
     name the same model)."""
-    from ..training.fingerprint import _base_model
     identity = {key: manifest.get(key) for key in IDENTITY_KEYS if key in manifest}
     identity["model"] = _base_model(identity.get("model"))
     if isinstance(identity.get("pruning_config"), dict):
@@ -99,125 +107,177 @@ def _write_manifest(runs_dir: Path, manifest: dict[str, Any]) -> None:
     write_json(path, manifest)
 
 
+@dataclass
+class SeriesOptions:
+    """What else a series of runs needs besides the pruning and evaluation settings: the training `data_collator`
+    (or a `tokenizer` to pad with), `model_kwargs` for loading a path, the control subnetworks (`controls`,
+    `control_seed`), the `data_spec` recorded for `analyze`, and `overwrite_output_dir`."""
+
+    data_collator: Any = None
+    tokenizer: Any = None
+    model_kwargs: Mapping[str, Any] | None = None
+    controls: bool = True
+    control_seed: int = 0
+    data_spec: Mapping[str, Any] | None = None
+    overwrite_output_dir: bool = False
+
+
+# The old keyword form: each keyword and (object, field) that now carries it.
+PRUNE_MANY_KEYWORDS = {
+    "pruning_config": ("pruning", "config"), "pruning_overrides": ("pruning", "overrides"),
+    "means_examples": ("pruning", "means_examples"), "show_progress": ("pruning", "show_progress"),
+    "eval_batch_size": ("evaluation", "batch_size"), "collapse_to_entailment": ("evaluation", "collapse_to_entailment"),
+    "entailment_id": ("evaluation", "entailment_id"),
+    **{name: ("options", name) for name in ("data_collator", "tokenizer", "model_kwargs", "controls", "control_seed",
+                                            "data_spec", "overwrite_output_dir")},
+}
+
+
+def prune_many_inputs(pruning: PruningSetup | None, evaluation: EvaluationOptions | None,
+                      options: SeriesOptions | None, keywords: Mapping[str, Any]
+                      ) -> tuple[PruningSetup, EvaluationOptions, SeriesOptions]:
+    """The settings objects of `prune_many` from the objects given and the old keywords (defaults: the old ones;
+    a keyword of an object passed whole is refused, since one of the two would be ignored)."""
+    unknown = sorted(set(keywords) - set(PRUNE_MANY_KEYWORDS))
+    if unknown:
+        raise TypeError(f"prune_many() got unexpected keyword argument(s) {unknown}.")
+    given = {"pruning": pruning, "evaluation": evaluation, "options": options}
+    values: dict[str, dict[str, Any]] = {"pruning": {"means_examples": 1024, "show_progress": True},
+                                         "evaluation": {}, "options": {}}
+    for keyword, value in keywords.items():
+        owner, name = PRUNE_MANY_KEYWORDS[keyword]
+        if given[owner] is not None:
+            raise ValueError(f"prune_many got {owner}= and {keyword}=; set {name} in the {owner} object instead.")
+        values[owner][name] = value
+    return (pruning or PruningSetup(**values["pruning"]), evaluation or EvaluationOptions(**values["evaluation"]),
+            options or SeriesOptions(**values["options"]))
+
+
 def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eval_sets: Mapping[str, Any],
                runs_dir: str | os.PathLike, sparsities: Sequence[float], seeds: Sequence[int], *,
-               pruning_config: PruningConfig | None = None, pruning_overrides: Mapping[str, Any] | None = None,
-               data_collator: Any = None, tokenizer: Any = None, means_examples: int | None = 1024,
-               eval_batch_size: int = 32, collapse_to_entailment: Any = "auto", entailment_id: int = 0,
-               controls: bool = True, control_seed: int = 0, data_spec: Mapping[str, Any] | None = None,
-               model_kwargs: Mapping[str, Any] | None = None, show_progress: bool = True,
-               overwrite_output_dir: bool = False) -> PruneManyResult:
+               pruning: PruningSetup | None = None, evaluation: EvaluationOptions | None = None,
+               options: SeriesOptions | None = None, **keywords: Any) -> PruneManyResult:
     """Prune `model` at every sparsity x seed, evaluate each subnetwork on every set, save masks and results.
 
-    `model`: a path / Hub id (loaded with `pruning_config`) or a loaded `PrunableModel` (its config is used).
-    `train_dataset`: tokenized training data (mean activations are computed once on its first `means_examples`
-    examples unless the model already has means). `eval_sets`: `{name: tokenized dataset with labels}`.
-    `pruning_overrides`: `PruningArguments` kwargs shared by every run (target sparsity, seed and output_dir are
-    set per run). `data_spec`: how the data was built (see `datasets_from_spec`), recorded in manifest.json so that
-    `analyze` can rebuild the evaluation sets. Finished runs (artifact + result.json) are skipped; a run whose
-    artifact exists but whose evaluation did not finish is evaluated from the artifact without re-training.
-    `controls`: also evaluate the control subnetworks (random with the same per-layer counts, random from the
-    complement with as many units, inverse) of the first seed's mask at each sparsity; see `control_masks`.
-    `runs_dir` must be new, empty or a runs folder of the same model, settings and data (more sparsities and seeds
-    may be added); another one is refused unless `overwrite_output_dir` (see `run_folder`), and two calls into one
-    folder at once are refused (a lock).
+    `model`: a path / Hub id (loaded with `pruning.config`) or a loaded `PrunableModel` (its config is used).
+    `train_dataset`: tokenized training data (mean activations are computed once on its first
+    `pruning.means_examples` examples unless the model already has means). `eval_sets`: `{name: tokenized dataset
+    with labels}`. `pruning` (`PruningSetup`): the wrap config, `PruningArguments` fields shared by every run (target
+    sparsity, seed and output_dir are set per run), means examples (default 1024), progress bars (default on).
+    `evaluation` (`EvaluationOptions`): batch size and label collapse. `options` (`SeriesOptions`): collator,
+    controls, data spec, overwrite. The old keywords (``pruning_overrides=``, ``eval_batch_size=``,
+    ``controls=``, ...) still work (`prune_many_inputs`).
+
+    `data_spec`: how the data was built (see `datasets_from_spec`), recorded in manifest.json so that `analyze`
+    can rebuild the evaluation sets. Finished runs (artifact + result.json) are skipped; a run whose artifact exists
+    but whose evaluation did not finish is evaluated from the artifact without re-training. `controls`: also
+    evaluate the control subnetworks (random with the same per-layer counts, random from the complement with as
+    many units, inverse) of the first seed's mask at each sparsity; see `control_masks`. `runs_dir` must be new,
+    empty or a runs folder of the same model, settings and data (more sparsities and seeds may be added); another
+    one is refused unless `overwrite_output_dir` (see `run_folder`), and two calls into one folder at once are
+    refused (a lock).
     """
-    from ..run_folder import check_writable
-    overrides = dict(pruning_overrides or {})
-    reserved = [k for k in RESERVED_OVERRIDES if k in overrides]
-    if reserved:
-        raise ValueError(f"pruning_overrides may not set {reserved}: prune_many sets them per run "
-                         "(pass sparsities=, seeds= and runs_dir= instead).")
+    pruning, evaluation, options = prune_many_inputs(pruning, evaluation, options, keywords)
     if not eval_sets:
         raise ValueError("prune_many needs at least one evaluation set, e.g. {'id': tokenized_dataset}.")
     if not sparsities or not seeds:
         raise ValueError("prune_many needs at least one sparsity and one seed.")
     runs_dir = Path(runs_dir)
     check_writable(runs_dir, "runs_dir")   # before the model loads
-    prunable = _load_model(model, pruning_config, model_kwargs)
-    model_path = str(model) if not isinstance(model, PrunableModel) else prunable.pruning_config.base_model_name_or_path
-    if model_path and not os.path.isabs(model_path) and Path(model_path).is_dir():
-        model_path = str(Path(model_path).resolve())   # analyze reloads it from anywhere
-    collator = data_collator or _default_collator(prunable, tokenizer)
-    names = list(eval_sets)
-    eval_kwargs = dict(batch_size=eval_batch_size, collapse_to_entailment=collapse_to_entailment,
-                       entailment_id=entailment_id)
-    manifest = {
-        "format": "hf_heuristic_core.prune_many", "format_version": 1, "model": model_path,
-        "model_class": prunable.pruning_config.base_model_class,
-        "pruning_config": {k: v for k, v in prunable.pruning_config.to_dict().items() if k != "extra"},
-        "pruning_overrides": overrides, "sparsities": [float(s) for s in sparsities], "seeds": [int(s) for s in seeds],
-        "eval_sets": names, "data": dict(data_spec) if data_spec is not None else None,
-        "means_examples": means_examples, "eval_batch_size": eval_batch_size,
-        "collapse_to_entailment": collapse_to_entailment, "entailment_id": entailment_id,
-        "controls": controls, "control_seed": control_seed,
-    }
-    from ..run_folder import claim_output_dir
-    from ..training.fingerprint import _data_fingerprint
+    prunable = _load_model(model, pruning.config, options.model_kwargs)
+    plan = _Plan(runs_dir, [float(s) for s in sparsities], [int(s) for s in seeds])
+    manifest = _manifest(model, prunable, list(eval_sets), plan, pruning, evaluation, options)
     identity = {**_identity(manifest), "train_data": _data_fingerprint(train_dataset),
                 "eval_data": {name: _data_fingerprint(data) for name, data in eval_sets.items()}}
-    with claim_output_dir(runs_dir, "prune_many", identity, overwrite=overwrite_output_dir,
+    with claim_output_dir(runs_dir, "prune_many", identity, overwrite=options.overwrite_output_dir,
                           legacy_settings=_legacy_identity, flag="runs_dir") as claim:
         _write_manifest(runs_dir, manifest)
-        result = _prune_all(prunable, train_dataset, eval_sets, runs_dir, sparsities, seeds, overrides, collator,
-                            means_examples, eval_kwargs, controls, control_seed, show_progress)
+        collator = options.data_collator or _default_collator(prunable, options.tokenizer)
+        series = _Series(prunable, train_dataset, eval_sets, collator, pruning, evaluation)
+        result = series.run(plan, options)
         claim.finish(runs=len(result.results))
     return result
 
 
-def _prune_all(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str, Any], runs_dir: Path,
-               sparsities: Sequence[float], seeds: Sequence[int], overrides: dict[str, Any], collator: Any,
-               means_examples: int | None, eval_kwargs: dict[str, Any], controls: bool, control_seed: int,
-               show_progress: bool) -> PruneManyResult:
-    from ..training.arguments import PruningArguments
-    from ..training.convergence import verdict_status
-    from ..training.trainer import PruningTrainer
+@dataclass
+class _Plan:
+    runs_dir: Path
+    sparsities: list[float]
+    seeds: list[int]
 
-    names = list(eval_sets)
 
-    cache: dict[str, list[torch.Tensor]] = {}
-    full_path = runs_dir / FULL_MODEL_NAME
-    if full_path.is_file() and set(read_json(full_path).get("accuracy", {})) >= set(names):
-        full = read_json(full_path)
-    else:
-        with prunable.masks_disabled():
-            evaluation = evaluate_subnetwork(prunable, eval_sets, full_model_cache=cache, **eval_kwargs)
-        full = {"accuracy": {n: e.get("accuracy") for n, e in evaluation.items()},
-                "num_examples": {n: e["num_examples"] for n, e in evaluation.items()}}
-        write_json(full_path, full)
-    logger.info("Full model accuracy: %s", full["accuracy"])
+def _manifest(model: Any, prunable: PrunableModel, names: list[str], plan: _Plan, pruning: PruningSetup,
+              evaluation: EvaluationOptions, options: SeriesOptions) -> dict[str, Any]:
+    """manifest.json: what `analyze` needs to reload the model and rebuild the data, and the series' identity."""
+    model_path = str(model) if not isinstance(model, PrunableModel) else prunable.pruning_config.base_model_name_or_path
+    if model_path and not os.path.isabs(model_path) and Path(model_path).is_dir():
+        model_path = str(Path(model_path).resolve())   # analyze reloads it from anywhere
+    return {
+        "format": "hf_heuristic_core.prune_many", "format_version": 1, "model": model_path,
+        "model_class": prunable.pruning_config.base_model_class,
+        "pruning_config": {k: v for k, v in prunable.pruning_config.to_dict().items() if k != "extra"},
+        "pruning_overrides": dict(pruning.overrides), "sparsities": plan.sparsities, "seeds": plan.seeds,
+        "eval_sets": names, "data": dict(options.data_spec) if options.data_spec is not None else None,
+        "means_examples": pruning.means_examples, "eval_batch_size": evaluation.batch_size,
+        "collapse_to_entailment": evaluation.collapse_to_entailment, "entailment_id": evaluation.entailment_id,
+        "controls": options.controls, "control_seed": options.control_seed,
+    }
 
-    plan = [(float(s), int(seed)) for s in sparsities for seed in seeds]
-    teacher_cache = None
-    for index, (sparsity, seed) in enumerate(plan):
-        run_dir = runs_dir / run_name(sparsity, seed)
-        if _is_finished(run_dir):
-            logger.info("[%d/%d] %s: finished earlier, skipped.", index + 1, len(plan), run_dir.name)
-            continue
+
+class _Series:
+    """The runs of one `prune_many` call, in phases: the full model, each run (train or reload, then evaluate),
+    the controls, the collected results."""
+
+    def __init__(self, prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[str, Any], collator: Any,
+                 pruning: PruningSetup, evaluation: EvaluationOptions) -> None:
+        self.prunable, self.train_dataset, self.eval_sets, self.collator = prunable, train_dataset, eval_sets, collator
+        self.pruning = pruning
+        self.eval_kwargs = evaluation.evaluate_kwargs(with_collator=False)
+        self.cache: dict[str, list[torch.Tensor]] = {}
+        self.teacher_cache = None
+
+    def run(self, plan: _Plan, options: SeriesOptions) -> PruneManyResult:
+        self.full_model(plan.runs_dir)
+        todo = [(s, seed) for s in plan.sparsities for seed in plan.seeds]
+        for index, (sparsity, seed) in enumerate(todo):
+            run_dir = plan.runs_dir / run_name(sparsity, seed)
+            if _is_finished(run_dir):
+                logger.info("[%d/%d] %s: finished earlier, skipped.", index + 1, len(todo), run_dir.name)
+                continue
+            logger.info("[%d/%d] %s: %s.", index + 1, len(todo), run_dir.name,
+                        "artifact found, evaluating it" if _has_artifact(run_dir) else "pruning")
+            self.one_run(run_dir, sparsity, seed)
+        if options.controls:
+            _run_controls(self.prunable, plan.runs_dir, self.eval_sets, plan.sparsities, plan.seeds,
+                          options.control_seed, self.cache, self.eval_kwargs)
+        result = collect_results(plan.runs_dir)
+        write_results(result)
+        return result
+
+    def full_model(self, runs_dir: Path) -> dict[str, Any]:
+        full_path = runs_dir / FULL_MODEL_NAME
+        if full_path.is_file() and set(read_json(full_path).get("accuracy", {})) >= set(self.eval_sets):
+            full = read_json(full_path)
+        else:
+            with self.prunable.masks_disabled():
+                evaluation = evaluate_subnetwork(self.prunable, self.eval_sets, full_model_cache=self.cache,
+                                                 **self.eval_kwargs)
+            full = {"accuracy": {n: e.get("accuracy") for n, e in evaluation.items()},
+                    "num_examples": {n: e["num_examples"] for n, e in evaluation.items()}}
+            write_json(full_path, full)
+        logger.info("Full model accuracy: %s", full["accuracy"])
+        return full
+
+    def one_run(self, run_dir: Path, sparsity: float, seed: int) -> None:
         started = time.time()
         if _has_artifact(run_dir):
-            logger.info("[%d/%d] %s: artifact found, evaluating it.", index + 1, len(plan), run_dir.name)
             masks = read_masks(run_dir)
             convergence = read_artifact(run_dir).config.extra.get("convergence")
         else:
-            if not prunable.has_means and prunable.pruning_config.ablation == "mean":
-                data = train_dataset if means_examples is None or not hasattr(train_dataset, "select") \
-                    else train_dataset.select(range(min(means_examples, len(train_dataset))))
-                prunable.compute_means(data, collate_fn=collator, show_progress=show_progress,
-                                       keep_dropout=bool(overrides.get("keep_dropout", False)))
-            logger.info("[%d/%d] %s: pruning.", index + 1, len(plan), run_dir.name)
-            prunable.reset_masks(seed)
-            args = PruningArguments(**{"report_to": "none", "save_strategy": "no", "disable_tqdm": not show_progress,
-                                       **overrides, "output_dir": str(run_dir), "target_sparsity": sparsity,
-                                       "seed": seed})
-            trainer = PruningTrainer(model=prunable, args=args, train_dataset=train_dataset, data_collator=collator,
-                                     teacher_cache=teacher_cache)
-            trainer.train()
-            teacher_cache = trainer.teacher_cache or teacher_cache
-            masks = prunable.get_masks(binary=True)
-            convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None
-            prunable.eval()
-        evaluation = evaluate_subnetwork(prunable, eval_sets, masks=masks, full_model_cache=cache, **eval_kwargs)
+            masks, convergence = self.train(run_dir, sparsity, seed)
+        prunable = self.prunable
+        evaluation = evaluate_subnetwork(prunable, self.eval_sets, masks=masks, full_model_cache=self.cache,
+                                         **self.eval_kwargs)
         report = prunable.sparsity_report(masks)
         write_json(run_dir / RESULT_NAME, {
             "run": run_dir.name, "sparsity": sparsity, "seed": seed, "realized_sparsity": report["sparsity"],
@@ -230,11 +290,29 @@ def _prune_all(prunable: PrunableModel, train_dataset: Any, eval_sets: Mapping[s
         logger.info("%s: sparsity %.3f, accuracy %s", run_dir.name, report["sparsity"],
                     {n: e.get("accuracy") for n, e in evaluation.items()})
 
-    if controls:
-        _run_controls(prunable, runs_dir, eval_sets, sparsities, seeds, control_seed, cache, eval_kwargs)
-    result = collect_results(runs_dir)
-    write_results(result)
-    return result
+    def train(self, run_dir: Path, sparsity: float, seed: int) -> tuple[dict[str, torch.Tensor], Any]:
+        """Learn one run's masks; the target sparsity and the seed reach `PruningArguments` as typed keywords."""
+        prunable, overrides, show_progress = self.prunable, self.pruning.overrides, self.pruning.show_progress
+        if not prunable.has_means and prunable.pruning_config.ablation == "mean":
+            self.collect_means()
+        prunable.reset_masks(seed)
+        shared = {"report_to": "none", "save_strategy": "no", "disable_tqdm": not show_progress, **overrides}
+        args = PruningArguments(output_dir=str(run_dir), target_sparsity=sparsity, seed=seed, **shared)
+        trainer = PruningTrainer(model=prunable, args=args, train_dataset=self.train_dataset,
+                                 data_collator=self.collator, teacher_cache=self.teacher_cache)
+        trainer.train()
+        self.teacher_cache = trainer.teacher_cache or self.teacher_cache
+        masks = prunable.get_masks(binary=True)
+        convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None
+        prunable.eval()
+        return masks, convergence
+
+    def collect_means(self) -> None:
+        data, limit = self.train_dataset, self.pruning.means_examples
+        if limit is not None and hasattr(data, "select"):
+            data = data.select(range(min(limit, len(data))))
+        self.prunable.compute_means(data, collate_fn=self.collator, show_progress=self.pruning.show_progress,
+                                    keep_dropout=bool(self.pruning.overrides.get("keep_dropout", False)))
 
 
 # --------------------------------------------------------------------------------------------------------------------

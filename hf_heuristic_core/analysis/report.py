@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -19,9 +20,11 @@ import torch
 
 from ..artifacts import read_artifact
 from ..data.spec import MissingDataSpecError, eval_sets_from_spec
+from ..errors import ArtifactError
 from ..io_utils import atomic_write_text
 from .ablation_table import ablation_table
 from .markdown import render_markdown
+from .report_settings import AnalyzeSettings
 from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
 from .statistics import load_run_masks, mask_statistics
 from .subtask_report import read_subtask_declaration, subtask_markdown, subtask_section
@@ -29,7 +32,7 @@ from .units import parse_unit, sparsity_tag, unit_kind, unit_label
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["analyze", "mask_statistics", "render_markdown"]
+__all__ = ["AnalyzeSettings", "analyze", "mask_statistics", "render_markdown"]
 
 REPORT_DIR = "report"
 
@@ -166,16 +169,13 @@ def _figures(report_dir: Path, stats: Mapping[str, Any], rows: Sequence[Mapping[
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None = None, ablation: bool = True,
-            attention: bool = True, core_sparsity: float | None = None, ablation_mode: str = "mean",
-            ablation_units: Sequence[Any] | None = None, max_core_units: int | None = None,
-            joint: Sequence[Sequence[Any]] | None = None, non_core_sample: int | None = None,
-            attention_set: str | None = None, attention_examples: int = 128, heatmaps: int = 3,
-            model: str | os.PathLike | Any = None, tokenizer: Any = None, eval_sets: Mapping[str, Any] | None = None,
-            batch_size: int | None = None, seed: int = 0, device: str | None = None,
-            show_progress: bool = True, subtasks: Mapping[str, str] | None = None,
-            allow_unfinished: bool = False, circuits: bool = False) -> dict[str, Any]:
+def analyze(runs_dir: str | os.PathLike, settings: AnalyzeSettings | None = None, **keywords: Any) -> dict[str, Any]:
     """Build the report of a `prune_many` runs folder; returns what `report.json` holds.
+
+    `settings` (`AnalyzeSettings`) carries every option below; the old keyword form (``analyze(runs_dir,
+    ablation=False, core_sparsity=0.5, ...)``) fills one in. The work runs in phases: collect (result files,
+    masks, statistics), load (model and data, or skip), compute (ablation table, attention, subtasks, circuits),
+    draw (figures, report.md / report.json).
 
     Sections: accuracy per evaluation set (min / max / mean / std over seeds vs the full model), head frequency
     per sparsity, the core with its chance size, Spearman's rho between sparsities, IoU / IoMin between seeds,
@@ -200,101 +200,153 @@ def analyze(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike | None
     `hf-heuristic-core circuit faithfulness --runs_dir RUNS_DIR`) adds a section with CPR, CMD and f per circuit size;
     `circuits=True` computes that file first, on the first evaluation set, with every run's logits as a ranking.
     """
+    settings = AnalyzeSettings.from_keywords(settings, keywords)
     runs_dir = Path(runs_dir)
-    report_dir = Path(output_dir) if output_dir is not None else runs_dir / REPORT_DIR
+    report_dir = Path(settings.output_dir) if settings.output_dir is not None else runs_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
+    collected = _collect(runs_dir, settings)
+    if collected is None:   # only subtask masks
+        return _subtask_only_report(runs_dir, report_dir, read_subtask_declaration(runs_dir, settings.subtasks),
+                                    settings.allow_unfinished)
+    report, figures = _statistics_section(runs_dir, report_dir, collected)
+    loaded = _load_inputs(runs_dir, collected, settings) if settings.needs_model else {}
+    batch = settings.batch_size or int(collected.manifest.get("eval_batch_size") or 32)
+    if settings.ablation:
+        report["ablation"] = _ablation_section(loaded, collected, settings, batch, report_dir, figures)
+    if settings.attention:
+        report["attention"] = _attention_of_core(loaded, collected, settings, batch, report_dir, figures)
+    if collected.declaration is not None:
+        report["subtasks"] = subtask_section(collected.declaration, report_dir,
+                                             allow_unfinished=settings.allow_unfinished)
+        figures["subtask_sharing"] = report["subtasks"].get("figure")
+    return _write_report(runs_dir, report_dir, report, figures, loaded, collected, settings.circuits, batch)
+
+
+@dataclass
+class _Collected:
+    """What the runs folder holds, read without the model."""
+
+    manifest: dict[str, Any]
+    results: Any
+    declaration: Mapping[str, Any] | None
+    unfinished: list[str]
+    masks: dict[float, Any]
+    stats: dict[str, Any]
+    core_sparsity: float
+    core_units: list[Any]
+
+
+def _collect(runs_dir: Path, settings: AnalyzeSettings) -> _Collected | None:
+    """Phase 1: result files, masks and their statistics (None: the folder holds subtask masks only)."""
     manifest = read_json(runs_dir / MANIFEST_NAME) if (runs_dir / MANIFEST_NAME).is_file() else {}
     results = collect_results(runs_dir)
-    declaration = read_subtask_declaration(runs_dir, subtasks)
+    declaration = read_subtask_declaration(runs_dir, settings.subtasks)
     if not results.results and declaration is not None:
-        return _subtask_only_report(runs_dir, report_dir, declaration, allow_unfinished)
+        return None
     if not results.results:
         raise FileNotFoundError(f"{runs_dir} holds no finished runs (sp*-seed*/result.json); run prune_many first.")
     unfinished = unfinished_runs(runs_dir, manifest, results.results)
-    if unfinished and not allow_unfinished:
-        from ..errors import ArtifactError
+    if unfinished and not settings.allow_unfinished:
         raise ArtifactError(f"{runs_dir} is unfinished: {len(unfinished)} planned runs have no result yet "
                             f"({', '.join(unfinished[:6])}{' ...' if len(unfinished) > 6 else ''}), so the report "
                             "would cover fewer seeds than the folder promises. Run prune_many (or the study) again "
                             "to finish them, or pass allow_unfinished=True (--allow_unfinished) to report on the "
                             "finished runs only.")
-    names = results.eval_sets
     masks = load_run_masks(runs_dir, results.results)
     stats = mask_statistics(masks)
-    chosen_sparsity, core_units = _pick_core(stats, core_sparsity)
+    chosen_sparsity, core_units = _pick_core(stats, settings.core_sparsity)
+    return _Collected(manifest, results, declaration, unfinished, masks, stats, chosen_sparsity, core_units)
+
+
+def _statistics_section(runs_dir: Path, report_dir: Path, collected: _Collected
+                        ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Phase 2 (no model): the report's accuracy, statistics and core entries, and their figures."""
+    results, masks, names = collected.results, collected.masks, collected.results.eval_sets
     show_mlps = all(r["prune_mlps"] for runs in masks.values() for r in runs)
-    figures = _figures(report_dir, stats, results.results, results.full_model, names, show_mlps)
+    figures = _figures(report_dir, collected.stats, results.results, results.full_model, names, show_mlps)
     report: dict[str, Any] = {
-        "runs_dir": str(runs_dir), "model": manifest.get("model"), "eval_sets": names,
+        "runs_dir": str(runs_dir), "model": collected.manifest.get("model"), "eval_sets": names,
         "sparsities": sorted(masks), "seeds": sorted({r["seed"] for r in results.results}),
         "full_model": results.full_model, "summary": results.summary,
         "faithfulness": faithfulness(results.results, names),
         "results": results.results, "controls": _note_short_controls(results.results, results.controls, runs_dir),
-        "mask_statistics": stats, "not_converged": _flagged(results.results, "not_converged"),
+        "mask_statistics": collected.stats, "not_converged": _flagged(results.results, "not_converged"),
         "inconclusive": _flagged(results.results, "inconclusive"), "verdicts": _verdict_counts(results.results),
-        "unfinished": unfinished,
+        "unfinished": collected.unfinished,
     }
-    report["core_sparsity"] = chosen_sparsity
-    report["core_units"] = [unit_label(u) for u in core_units]
+    report["core_sparsity"] = collected.core_sparsity
+    report["core_units"] = [unit_label(u) for u in collected.core_units]
+    return report, figures
 
-    need_model = ablation or attention or circuits
-    loaded: dict[str, Any] = {}
-    if need_model:
-        try:
-            path = str(model) if isinstance(model, (str, os.PathLike)) else None
-            if model is None and not manifest.get("model"):
-                raise _Unavailable("manifest.json names no model; pass model= (or --model)")
-            loaded["tokenizer"] = tokenizer if tokenizer is not None else _load_tokenizer(manifest, path)
-            loaded["eval_sets"] = dict(eval_sets) if eval_sets is not None else _load_eval_sets(manifest,
-                                                                                               loaded["tokenizer"])
-            prunable = model if model is not None and path is None else _load_model(manifest, path)
-            _install_means(prunable, runs_dir, results.results[0]["run"])
-            if device:
-                prunable.to(device)
-            loaded["model"] = prunable.eval()
-        except _Unavailable as reason:
-            logger.warning("Skipping the ablation table and attention patterns: %s", reason)
-            loaded = {"skipped": str(reason)}
-    batch = batch_size or int(manifest.get("eval_batch_size") or 32)
 
-    if ablation and "model" in loaded:
-        units = [parse_unit(u) for u in ablation_units] if ablation_units is not None else core_units
-        if max_core_units is not None and ablation_units is None:
-            units = units[:max_core_units]
-        if units:
-            table = ablation_table(loaded["model"], loaded["eval_sets"], units, core=core_units,
-                                   joint=joint, non_core_sample=non_core_sample, mode=ablation_mode, seed=seed,
-                                   batch_size=batch, entailment_id=int(manifest.get("entailment_id", 0)),
-                                   collapse_to_entailment=manifest.get("collapse_to_entailment", "auto"),
-                                   show_progress=show_progress)
-            report["ablation"] = table.to_dict()
-            from ..plotting import plot_ablation_table
-            plot_ablation_table(table.plot_table(), path=report_dir / "ablation_table").clear()
-            figures["ablation_table"] = "ablation_table.png"
-        else:
-            report["ablation"] = {"skipped": f"the core at {chosen_sparsity:.0%} sparsity is empty; pass "
-                                             "ablation_units= to choose units"}
-    elif ablation:
-        report["ablation"] = {"skipped": loaded.get("skipped")}
-    if attention and "model" in loaded:
-        core_heads = [u for u in core_units if unit_kind(u) == "heads"]
-        frequency = stats["per_sparsity"][sparsity_tag(chosen_sparsity)]["head_frequency"]
-        report["attention"] = _attention_section(loaded["model"], loaded["tokenizer"], loaded["eval_sets"],
-                                                 core_heads, frequency, attention_set, attention_examples, heatmaps,
-                                                 report_dir, min(batch, 16))
-        for name in report["attention"]["figures"]:
-            figures[Path(name).stem] = name
-    elif attention:
-        report["attention"] = {"skipped": loaded.get("skipped")}
-    if declaration is not None:
-        report["subtasks"] = subtask_section(declaration, report_dir, allow_unfinished=allow_unfinished)
-        figures["subtask_sharing"] = report["subtasks"].get("figure")
+def _load_inputs(runs_dir: Path, collected: _Collected, settings: AnalyzeSettings) -> dict[str, Any]:
+    """Phase 3: the model, tokenizer and evaluation sets (given, or as manifest.json records), or why not."""
+    manifest, model = collected.manifest, settings.model
+    try:
+        path = str(model) if isinstance(model, (str, os.PathLike)) else None
+        if model is None and not manifest.get("model"):
+            raise _Unavailable("manifest.json names no model; pass model= (or --model)")
+        tokenizer = settings.tokenizer if settings.tokenizer is not None else _load_tokenizer(manifest, path)
+        eval_sets = dict(settings.eval_sets) if settings.eval_sets is not None else _load_eval_sets(manifest,
+                                                                                                    tokenizer)
+        prunable = model if model is not None and path is None else _load_model(manifest, path)
+        _install_means(prunable, runs_dir, collected.results.results[0]["run"])
+        if settings.device:
+            prunable.to(settings.device)
+        return {"tokenizer": tokenizer, "eval_sets": eval_sets, "model": prunable.eval()}
+    except _Unavailable as reason:
+        logger.warning("Skipping the ablation table and attention patterns: %s", reason)
+        return {"skipped": str(reason)}
+
+
+def _ablation_section(loaded: Mapping[str, Any], collected: _Collected, settings: AnalyzeSettings, batch: int,
+                      report_dir: Path, figures: dict[str, Any]) -> dict[str, Any]:
+    """Phase 4a: the ablation table of the core (or of the units asked for)."""
+    if "model" not in loaded:
+        return {"skipped": loaded.get("skipped")}
+    core_units = collected.core_units
+    units = [parse_unit(u) for u in settings.ablation_units] if settings.ablation_units is not None else core_units
+    if settings.max_core_units is not None and settings.ablation_units is None:
+        units = units[:settings.max_core_units]
+    if not units:
+        return {"skipped": f"the core at {collected.core_sparsity:.0%} sparsity is empty; pass "
+                           "ablation_units= to choose units"}
+    manifest = collected.manifest
+    table = ablation_table(loaded["model"], loaded["eval_sets"], units, core=core_units, joint=settings.joint,
+                           non_core_sample=settings.non_core_sample, mode=settings.ablation_mode, seed=settings.seed,
+                           batch_size=batch, entailment_id=int(manifest.get("entailment_id", 0)),
+                           collapse_to_entailment=manifest.get("collapse_to_entailment", "auto"),
+                           show_progress=settings.show_progress)
+    from ..plotting import plot_ablation_table   # matplotlib: only when a table is drawn
+    plot_ablation_table(table.plot_table(), path=report_dir / "ablation_table").clear()
+    figures["ablation_table"] = "ablation_table.png"
+    return table.to_dict()
+
+
+def _attention_of_core(loaded: Mapping[str, Any], collected: _Collected, settings: AnalyzeSettings, batch: int,
+                       report_dir: Path, figures: dict[str, Any]) -> dict[str, Any]:
+    """Phase 4b: attention patterns of the core's heads."""
+    if "model" not in loaded:
+        return {"skipped": loaded.get("skipped")}
+    core_heads = [u for u in collected.core_units if unit_kind(u) == "heads"]
+    frequency = collected.stats["per_sparsity"][sparsity_tag(collected.core_sparsity)]["head_frequency"]
+    section = _attention_section(loaded["model"], loaded["tokenizer"], loaded["eval_sets"], core_heads, frequency,
+                                 settings.attention_set, settings.attention_examples, settings.heatmaps,
+                                 report_dir, min(batch, 16))
+    for name in section["figures"]:
+        figures[Path(name).stem] = name
+    return section
+
+
+def _write_report(runs_dir: Path, report_dir: Path, report: dict[str, Any], figures: dict[str, Any],
+                  loaded: Mapping[str, Any], collected: _Collected, circuits: bool, batch: int) -> dict[str, Any]:
+    """Phase 5: the circuits section (computed first with `circuits`), then report.json and report.md."""
     from ..circuits.report import circuit_markdown, circuit_section, runs_curves
     if circuits and "model" not in loaded:
         logger.warning("Skipping the circuit faithfulness curves: %s", loaded.get("skipped"))
     elif circuits:
         first = next(iter(loaded["eval_sets"]))
-        runs_curves(runs_dir, results.results, loaded["model"], loaded["eval_sets"][first], first,
+        runs_curves(runs_dir, collected.results.results, loaded["model"], loaded["eval_sets"][first], first,
                     batch_size=min(batch, 16))
     if (section := circuit_section(runs_dir, report_dir)) is not None:
         report["circuits"] = section

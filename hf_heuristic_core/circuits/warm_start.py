@@ -37,7 +37,7 @@ def warm_start_logits(prunable: Any, scores: Mapping[str, Any], spread: float = 
     summary (center, spread, units ranked, the rank correlation it starts from)."""
     if not (isinstance(spread, (int, float)) and spread >= 0 and torch.isfinite(torch.tensor(float(spread)))):
         raise PruningError(f"warm_start_spread must be a finite number >= 0, got {spread!r}.")
-    if prunable.pruning_config.relaxation != "hard_concrete":
+    if "init_mean" not in prunable.pruning_config.relaxation_settings.field_names():   # logits with no center
         raise PruningError(f"Warm start sets hard-concrete logits around init_mean; this model uses the "
                            f"{prunable.pruning_config.relaxation!r} relaxation. Use relaxation='hard_concrete'.")
     center = float(prunable.pruning_config.init_mean if center is None else center)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,18 @@ def parse_analyze_args(argv: Sequence[str]) -> AnalyzeArguments:
     return args
 
 
+def analyze_settings(args: AnalyzeArguments, output_dir: Path, subtasks: Any) -> Any:
+    """The `AnalyzeSettings` the flags ask for (units and groups parsed from their comma forms)."""
+    from ..analysis.report_settings import AnalyzeSettings
+    return AnalyzeSettings(
+        output_dir=output_dir, ablation=args.ablation, attention=args.attention, core_sparsity=args.core_sparsity,
+        ablation_mode=args.ablation_mode, ablation_units=_split_units(args.ablation_units),
+        max_core_units=args.max_core_units, joint=_split_groups(args.joint), non_core_sample=args.non_core_sample,
+        attention_set=args.attention_set, attention_examples=args.attention_examples, heatmaps=args.heatmaps,
+        model=args.model, batch_size=args.batch_size, seed=args.seed, device=args.device, subtasks=subtasks,
+        allow_unfinished=args.allow_unfinished)
+
+
 def _report_of(folder: Path) -> dict | None:
     """The settings of a report folder written before run records: the runs folder its report.json names."""
     import json
@@ -114,14 +126,7 @@ def analyze_command(argv: Sequence[str]) -> int:
     with claim_output_dir(out, "analyze", {"runs_dir": str(Path(args.runs_dir).resolve())},
                           overwrite=args.overwrite_output_dir, inputs=[("RUNS_DIR", args.runs_dir)],
                           legacy_settings=_report_of) as claim:
-        report = analyze(args.runs_dir, output_dir=out, ablation=args.ablation, attention=args.attention,
-                         core_sparsity=args.core_sparsity, ablation_mode=args.ablation_mode,
-                         ablation_units=_split_units(args.ablation_units), max_core_units=args.max_core_units,
-                         joint=_split_groups(args.joint), non_core_sample=args.non_core_sample,
-                         attention_set=args.attention_set, attention_examples=args.attention_examples,
-                         heatmaps=args.heatmaps, model=args.model, batch_size=args.batch_size,
-                         seed=args.seed, device=args.device, subtasks=subtasks,
-                         allow_unfinished=args.allow_unfinished)
+        report = analyze(args.runs_dir, analyze_settings(args, out, subtasks))
         claim.finish()
     what = f"{len(report['results'])} subnetworks" if report["results"] else "subtask masks only"
     print(f"Report: {out / 'report.md'} ({what}, {len(report['figures'])} figures)")

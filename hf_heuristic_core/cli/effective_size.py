@@ -132,7 +132,7 @@ def run_effective_size(arguments: EffectiveSizeArguments):
     if clash:
         raise EffectiveSizeError(f"--id_eval and --ood_eval both give cases named {sorted(clash)}; name them "
                                  "apart with NAME=SOURCE.")
-    from ..cli import resolve_text_columns
+    from .checks import resolve_text_columns
     from ..data.tokenize import tokenize_dataset
     columns = resolve_text_columns(train.column_names, arguments.text_columns)
     train_tokens = tokenize_dataset(train, tokenizer, columns, arguments.max_length, keep_labels=False)

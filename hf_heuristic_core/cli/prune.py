@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import PruningConfig
 from ..errors import UsageError
+from ..relaxations import RELAXATIONS
 from ..training.fields import PruningFields
 from .checks import (
     check_model_source,
@@ -70,8 +72,9 @@ class PruneScriptArguments:
         "help": "Binarize to the same number of heads (whole key/value groups under GQA) and the same MLP width in "
                 "every layer, so that `export` writes a stock config plain transformers loads "
                 "(PruningConfig.uniform_layers)."})
-    relaxation: str = field(default="hard_concrete", metadata={
-        "help": "hard_concrete, continuous_sparsification or gumbel_sigmoid."})
+    relaxation: str = field(default=PruningConfig.relaxation, metadata={
+        "help": "How mask values are drawn: one of " + ", ".join(RELAXATIONS.names()) + " (each relaxation's "
+                "constants are PruningConfig fields; relaxations/<name>/settings.py)."})
     target_modules: str | None = field(default=None, metadata={
         "help": "Weight granularity: comma-separated module names (PEFT-style, e.g. query,value,output.dense) "
                 "(default: every Linear / Conv1D)."})
@@ -83,7 +86,7 @@ class PruneScriptArguments:
                 "while training; lossless with continuous_sparsification, lossy with gumbel_sigmoid)."})
     init_mean: float | None = field(default=None, metadata={
         "help": "Mean of the initial mask logits (PruningConfig.init_mean). Default: the recipe's (paper 10, short "
-                "3); the README's short-run setting is 3. With the short recipe a value of 10 reads as unset."})
+                "3; docs/guides/pruning.md, 'Recipes'). With the short recipe a value of 10 reads as unset."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
     gguf_file: str | None = field(default=None, metadata={
         "help": "GGUF file inside --model: dequantized to float32 on load; --task auto reads the GGUF's "
@@ -302,7 +305,6 @@ def prune_settings(script: PruneScriptArguments, args) -> dict[str, Any]:
 def _prune(script: PruneScriptArguments, args) -> dict:
     import transformers
 
-    from ..config import PruningConfig
     from ..data.tokenize import tokenize_dataset
     from ..model import PrunableModel
     from ..training.trainer import PruningTrainer

@@ -14,7 +14,7 @@ import torch
 
 from ..batching import LABEL_KEYS, iterate_batches, model_input_names
 from ..model import PrunableModel
-from ..training.trainer import kl_to_teacher
+from ..training.losses import kl_to_teacher
 
 
 
@@ -66,44 +66,59 @@ def evaluate_subnetwork(model: PrunableModel, eval_sets: Mapping[str, Any], mask
             for name, data in eval_sets.items():
                 batches, _ = iterate_batches(data, batch_size, pad, collate_fn, extra_columns=LABEL_KEYS)
                 cached = full_model_cache.get(name) if full_model_cache is not None else None
-                fresh: list[torch.Tensor] = []
-                correct = agree = count = 0
-                kl_total = 0.0
-                labels_seen: list[torch.Tensor] = []
-                predictions_seen: list[torch.Tensor] = []
+                tally = _Tally()
                 for index, batch in enumerate(batches):
-                    labels = _labels_of(batch)
-                    inputs = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)
-                              and k not in LABEL_KEYS and (not accepted or k in accepted)}
-                    if cached is not None and index < len(cached):
-                        full = cached[index].to(device)
-                    else:
-                        with model.masks_disabled():
-                            full = model(**inputs).logits.float()
-                        fresh.append(full.cpu())
-                    # Under masks_disabled() the "subnetwork" is the full model: no second forward.
-                    logits = full if not model._masks_enabled else model(**inputs).logits.float()
-                    kl_total += float(kl_to_teacher(logits, full)) * logits.shape[0]
-                    agree += int((logits.argmax(-1) == full.argmax(-1)).sum())
-                    count += logits.shape[0]
-                    if labels is not None:
-                        labels_seen.append(labels.cpu())
-                        predictions_seen.append(logits.argmax(-1).cpu())
+                    tally.add(model, batch, cached[index] if cached is not None and index < len(cached) else None,
+                              device, accepted)
                 if full_model_cache is not None and cached is None:
-                    full_model_cache[name] = fresh
-                if count == 0:
-                    raise ValueError(f"Evaluation set '{name}' is empty.")
-                entry = {"agreement": agree / count, "kl": kl_total / count, "num_examples": count}
-                if labels_seen:
-                    labels_all, predictions_all = torch.cat(labels_seen), torch.cat(predictions_seen)
-                    if _should_collapse(collapse_to_entailment, name, num_labels, labels_all):
-                        predictions_all = _collapse(predictions_all, entailment_id)
-                    correct = int((predictions_all == labels_all).sum())
-                    entry["accuracy"] = correct / count
-                results[name] = entry
+                    full_model_cache[name] = tally.fresh
+                results[name] = tally.entry(name, collapse_to_entailment, num_labels, entailment_id)
     finally:
         model.train(was_training)
     return results
+
+
+class _Tally:
+    """Running counts of one evaluation set: agreement and KL with the full model, predictions against labels."""
+
+    def __init__(self) -> None:
+        self.fresh: list[torch.Tensor] = []   # full-model logits computed here (for the cache)
+        self.agree = self.count = 0
+        self.kl_total = 0.0
+        self.labels: list[torch.Tensor] = []
+        self.predictions: list[torch.Tensor] = []
+
+    def add(self, model: PrunableModel, batch: Mapping[str, Any], cached: torch.Tensor | None,
+            device: torch.device, accepted: Any) -> None:
+        labels = _labels_of(batch)
+        inputs = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)
+                  and k not in LABEL_KEYS and (not accepted or k in accepted)}
+        if cached is not None:
+            full = cached.to(device)
+        else:
+            with model.masks_disabled():
+                full = model(**inputs).logits.float()
+            self.fresh.append(full.cpu())
+        # Under masks_disabled() the "subnetwork" is the full model: no second forward.
+        logits = full if not model._masks_enabled else model(**inputs).logits.float()
+        self.kl_total += float(kl_to_teacher(logits, full)) * logits.shape[0]
+        self.agree += int((logits.argmax(-1) == full.argmax(-1)).sum())
+        self.count += logits.shape[0]
+        if labels is not None:
+            self.labels.append(labels.cpu())
+            self.predictions.append(logits.argmax(-1).cpu())
+
+    def entry(self, name: str, collapse_to_entailment: Any, num_labels: int, entailment_id: int) -> dict[str, float]:
+        count = self.count
+        if count == 0:
+            raise ValueError(f"Evaluation set '{name}' is empty.")
+        entry = {"agreement": self.agree / count, "kl": self.kl_total / count, "num_examples": count}
+        if self.labels:
+            labels_all, predictions_all = torch.cat(self.labels), torch.cat(self.predictions)
+            if _should_collapse(collapse_to_entailment, name, num_labels, labels_all):
+                predictions_all = _collapse(predictions_all, entailment_id)
+            entry["accuracy"] = int((predictions_all == labels_all).sum()) / count
+        return entry
 
 
 def _should_collapse(setting: bool | Iterable[str] | str, name: str, num_labels: int, labels: torch.Tensor) -> bool:

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from .settings import RelaxationSettings
+
 __all__ = ["Relaxation"]
 
 
@@ -22,8 +24,13 @@ class Relaxation(ABC):
     name: ClassVar[str] = ""
     # Logit that pins a forced unit in (its negative pins it out); the Heuristic Core's code uses +/-10.
     pinned_logit: ClassVar[float] = 10.0
+    # Its torch-free settings (composed into PruningConfig); the paper's defaults that depend on the relaxation live
+    # there, so a config resolves them without importing this module.
+    settings_class: ClassVar[type[RelaxationSettings]] = RelaxationSettings
     # The binarization rule its paper uses when PruningConfig(binarization=None): "topk" or "threshold".
     paper_binarization: ClassVar[str] = "topk"
+    # Whether the fixed penalty (sparsity_control="penalty") is divided by the batch size (Csordás' code does).
+    penalty_per_example: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -49,6 +56,10 @@ class Relaxation(ABC):
     @abstractmethod
     def threshold_masks(self, logits: torch.Tensor, threshold: float) -> torch.Tensor:
         """The relaxation's own binarization rule (its paper's), for one mask tensor."""
+
+    def training_callbacks(self, prunable: Any) -> list[Any]:
+        """`TrainerCallback`s a `PruningTrainer` adds for this relaxation (e.g. a temperature schedule)."""
+        return []
 
     def penalty(self, logits: torch.Tensor) -> torch.Tensor:
         """The paper's fixed sparsity penalty for one mask tensor, before its weight (default: the expected L0)."""

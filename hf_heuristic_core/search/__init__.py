@@ -23,12 +23,15 @@ _RUN_NAMES = (
     "SHORT_RUN_ARGUMENTS",
     "ClimbSchedule",
     "EffectiveSizeSearch",
+    "EvaluationOptions",
     "LevelClimb",
+    "PruningSetup",
     "SearchSettings",
     "check_groups",
     "check_seeds",
     "check_sparsities",
     "search_effective_size",
+    "search_inputs",
     "search_pruning_arguments",
 )   # search.run.__all__ (a test keeps them equal)
 

@@ -16,8 +16,9 @@ import gc
 import logging
 import os
 import random
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -25,10 +26,11 @@ from torch import nn
 from transformers import TrainerCallback
 
 from ..evaluation.effective_size import EffectiveSizeError
-from .climb import ClimbSchedule
-from .run import search_effective_size
-from .settings import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, check_groups
-from .tracking import RESULTS_NAME, EffectiveSizeResults, model_signature, search_settings
+from ..evaluation.options import EvaluationOptions
+from ..training.setup import PruningSetup
+from .run import search_effective_size, search_inputs
+from .settings import SearchSettings, check_groups
+from .tracking import RESULTS_NAME, EffectiveSizeResults, model_signature
 
 logger = logging.getLogger(__name__)
 
@@ -80,16 +82,14 @@ class EffectiveSizeCallback(TrainerCallback):
     `track_effective_size(output_dir, ...)`, which reads the same file). Results go to `results_file` (default
     ``<output_dir>/effective_size.json``) and to the logs: pass `trainer=` or call `bind(trainer)` to send them
     through `trainer.log` (every `report_to` logger); otherwise they are appended to `state.log_history` and added
-    to the next `on_log` call. Other keyword arguments go to `search_effective_size`.
+    to the next `on_log` call. `settings` (`SearchSettings`) and the other keyword arguments go to
+    `search_effective_size` (`evaluation=`, `pruning=`, or its old keywords: `strategy`, `sparsities`, ...).
     """
 
     def __init__(self, eval_sets: Mapping[str, Any] | None = None, train_dataset: Any = None,
                  groups: Mapping[str, Sequence[str]] | None = None, *, every_n_steps: int | None = None,
                  deferred: bool = False, results_file: str | os.PathLike | None = None, trainer: Any = None,
-                 strategy: str = DEFAULT_STRATEGY, sparsities: Iterable[float] = DEFAULT_SPARSITIES,
-                 seeds: Iterable[int] = (0,), steps_per_run: int | None = None, climb: ClimbSchedule | None = None,
-                 margin: float = 0.03, figure: bool = True, early_stopping: bool = True,
-                 **search_kwargs: Any) -> None:
+                 settings: SearchSettings | None = None, figure: bool = True, **search_kwargs: Any) -> None:
         if every_n_steps is not None and (isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int)
                                           or every_n_steps < 1):
             raise EffectiveSizeError(f"every_n_steps must be a positive integer or None (= on each save), got "
@@ -103,16 +103,18 @@ class EffectiveSizeCallback(TrainerCallback):
         self.trainer = trainer
         self.figure = figure
         self.eval_sets, self.train_dataset = eval_sets, train_dataset
-        self.settings: dict[str, Any] | None = None
+        self.settings: dict[str, Any] | None = None   # the results file's settings block
+        self.search: tuple[SearchSettings, EvaluationOptions, PruningSetup] | None = None
         if not deferred:
             if not eval_sets or train_dataset is None:
                 raise EffectiveSizeError("EffectiveSizeCallback needs eval_sets (labelled, tokenized) and the "
                                          "tokenized train_dataset (for the means), or deferred=True.")
-            groups = check_groups(groups, eval_sets)
-            self.settings = search_settings(strategy, sparsities, seeds, groups, margin, steps_per_run, climb,
-                                            cases=eval_sets, early_stopping=early_stopping)
-        self.search_kwargs = {"strategy": strategy, "steps_per_run": steps_per_run, "climb": climb,
-                              "early_stopping": early_stopping, **search_kwargs}
+            evaluation, pruning = search_kwargs.pop("evaluation", None), search_kwargs.pop("pruning", None)
+            wanted, evaluation, pruning = search_inputs(settings, evaluation, pruning, check_groups(groups, eval_sets),
+                                                        search_kwargs)
+            resolved = wanted.resolve(eval_sets)
+            self.search = (resolved, evaluation, pruning)
+            self.settings = resolved.block()
         self.results: EffectiveSizeResults | None = None
         self._pending_logs: dict[str, float] = {}
 
@@ -174,15 +176,14 @@ class EffectiveSizeCallback(TrainerCallback):
         results = self._results(args)
         if state.global_step in results.done_steps():
             return
-        settings = self.settings
-        assert settings is not None
+        assert self.search is not None
+        settings, evaluation, pruning = self.search
         with preserved_training_state(model):
             clone = copy.deepcopy(model)
             clone.zero_grad(set_to_none=True)
             try:
-                search = search_effective_size(clone, self.train_dataset, self.eval_sets, settings["groups"],
-                                               sparsities=settings["sparsities"], seeds=settings["seeds"],
-                                               margin=settings["margin"], **self._search_kwargs(args))
+                search = search_effective_size(clone, self.train_dataset, self.eval_sets, settings=settings,
+                                               evaluation=evaluation, pruning=self._pruning(pruning, args))
             finally:
                 del clone
                 gc.collect()
@@ -204,13 +205,12 @@ class EffectiveSizeCallback(TrainerCallback):
         logger.info("step %d: %s", state.global_step, metrics)
         self._emit(state, metrics)
 
-    def _search_kwargs(self, args) -> dict[str, Any]:
+    @staticmethod
+    def _pruning(pruning: PruningSetup, args: Any) -> PruningSetup:
         """The inner PruningTrainer shares Accelerate's process-wide state with the fine-tuning Trainer, which
         refuses a different mixed-precision setting: inherit the run's unless the caller overrode it."""
-        kwargs = dict(self.search_kwargs)
         precision = {"bf16": bool(getattr(args, "bf16", False)), "fp16": bool(getattr(args, "fp16", False))}
-        kwargs["pruning_overrides"] = {**precision, **(kwargs.get("pruning_overrides") or {})}
-        return kwargs
+        return replace(pruning, overrides={**precision, **pruning.overrides})
 
     def _emit(self, state, metrics: dict[str, float]) -> None:
         if self.trainer is not None:

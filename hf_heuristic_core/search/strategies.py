@@ -23,6 +23,7 @@ from ..evaluation.effective_size import EffectiveSizeError
 from ..model import PrunableModel
 from ..training.arguments import PruningArguments
 from ..training.recipes import RECIPES
+from ..training.setup import PruningSetup
 from ..training.trainer import PruningTrainer
 from .climb import ClimbingTrainer, ClimbSchedule, LevelClimb
 
@@ -43,7 +44,7 @@ __all__ = [
 
 Masks = dict[str, torch.Tensor]
 
-# Short-run settings measured to work on CPU budgets (see README, "Short runs"); the paper's defaults
+# Short-run settings measured to work on CPU budgets (see docs/guides/pruning.md, "Recipes"); the paper's defaults
 # (log_alpha init 10, multiplier lr 1.0, sampled penalty) need thousands of steps to move the masks at all.
 SHORT_RUN_ARGUMENTS = {**RECIPES["short"].arguments, "recipe": "short", "per_device_train_batch_size": 16, "report_to": "none",
                        "save_strategy": "no", "logging_strategy": "no", "disable_tqdm": True}
@@ -53,11 +54,11 @@ CHEAP_RUN_ARGUMENTS = {"lr_scheduler_type": "constant_with_warmup", "warmup_step
 
 def search_pruning_arguments(output_dir: str, target_sparsity: float, max_steps: int, seed: int,
                              overrides: Mapping[str, Any] | None = None, **fixed: Any) -> PruningArguments:
-    """`PruningArguments` for one search run: short-run defaults < strategy settings < the caller's overrides."""
-    values: dict[str, Any] = {**SHORT_RUN_ARGUMENTS, **fixed, "output_dir": output_dir,
-                              "target_sparsity": target_sparsity, "max_steps": max_steps, "seed": seed}
-    values.update(overrides or {})
-    return PruningArguments(**values)
+    """`PruningArguments` for one search run: short-run defaults < strategy settings < the caller's overrides. The
+    level, the seed and the folder are typed keywords of this run; an override naming one is refused."""
+    shared = PruningSetup(overrides=overrides or {}).overrides   # refuses output_dir / target_sparsity / seed
+    values: dict[str, Any] = {**SHORT_RUN_ARGUMENTS, **fixed, "max_steps": max_steps, **shared}
+    return PruningArguments(output_dir=output_dir, target_sparsity=target_sparsity, seed=seed, **values)
 
 
 class PruningRunner:

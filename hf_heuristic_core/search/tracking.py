@@ -21,7 +21,7 @@ from ..evaluation.effective_size import EffectiveSizeError
 from ..io_utils import atomic_write_text
 from .climb import ClimbSchedule
 from .result import EffectiveSizeSearch
-from .run import search_effective_size
+from .run import search_effective_size, search_inputs
 from .settings import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, SearchSettings
 
 logger = logging.getLogger(__name__)
@@ -222,22 +222,9 @@ def _signature_of(path: Path) -> dict[str, Any]:
     return model_signature(config)
 
 
-def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval_sets: Mapping[str, Any],
-                         groups: Mapping[str, Sequence[str]] | None = None, *, strategy: str = DEFAULT_STRATEGY,
-                         sparsities: Iterable[float] = DEFAULT_SPARSITIES, seeds: Iterable[int] = (0,),
-                         steps_per_run: int | None = None, climb: ClimbSchedule | None = None, margin: float = 0.03,
-                         results_file: str | os.PathLike | None = None, max_checkpoints: int | None = None,
-                         figure: bool = True, show_progress: bool = True, model_class: Any = None,
-                         early_stopping: bool = True, **search_kwargs: Any) -> EffectiveSizeResults:
-    """Compute the effective size of every `checkpoint-*` folder in `output_dir` not yet in the results file.
-
-    Checkpoints are processed in step order; after each one the JSON is rewritten (atomically) and the figure
-    redrawn, so interrupting and calling again resumes where it stopped. `max_checkpoints` bounds how many are
-    computed in this call. Further keyword arguments go to `search_effective_size` (e.g. `pruning_overrides`,
-    `collate_fn`, `means_examples`).
-    """
+def _checkpoints_to_track(output_dir: str | os.PathLike, results: EffectiveSizeResults) -> list[tuple[int, Path]]:
+    """`checkpoint-*` folders of `output_dir` plus the pending ones the callback recorded elsewhere, by step."""
     checkpoints = find_checkpoints(output_dir)
-    results = EffectiveSizeResults.load(results_file or Path(output_dir) / RESULTS_NAME)
     for entry in results.pending():   # recorded by the callback, possibly outside output_dir
         path = results.checkpoint_path(entry)
         if path is not None and path.is_dir() and all(step != entry["step"] for step, _ in checkpoints):
@@ -250,11 +237,30 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
         raise EffectiveSizeError(f"{output_dir} has no checkpoint-* folders. Save checkpoints during fine-tuning "
                                  "(TrainingArguments(save_strategy='steps', save_steps=...)) and point this at the "
                                  "run's output_dir.")
+    return checkpoints
+
+
+def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval_sets: Mapping[str, Any],
+                         groups: Mapping[str, Sequence[str]] | None = None, *, settings: SearchSettings | None = None,
+                         results_file: str | os.PathLike | None = None, max_checkpoints: int | None = None,
+                         figure: bool = True, show_progress: bool = True, **search_kwargs: Any
+                         ) -> EffectiveSizeResults:
+    """Compute the effective size of every `checkpoint-*` folder in `output_dir` not yet in the results file.
+
+    Checkpoints are processed in step order; after each one the JSON is rewritten (atomically) and the figure
+    redrawn, so interrupting and calling again resumes where it stopped. `max_checkpoints` bounds how many are
+    computed in this call; `show_progress` shows a bar over the checkpoints. `settings` (`SearchSettings`) and the
+    further keyword arguments go to `search_effective_size` as they are (`evaluation=`, `pruning=`, or the old
+    keywords: `strategy`, `sparsities`, `seeds`, `pruning_overrides`, `collate_fn`, `means_examples`, ...).
+    """
+    evaluation, pruning = search_kwargs.pop("evaluation", None), search_kwargs.pop("pruning", None)
+    results = EffectiveSizeResults.load(results_file or Path(output_dir) / RESULTS_NAME)
+    checkpoints = _checkpoints_to_track(output_dir, results)
     if max_checkpoints is not None and (not isinstance(max_checkpoints, int) or max_checkpoints < 0):
         raise EffectiveSizeError(f"max_checkpoints must be an integer >= 0, got {max_checkpoints!r}")
-    settings = search_settings(strategy, sparsities, seeds, groups, margin, steps_per_run, climb, cases=eval_sets,
-                               early_stopping=early_stopping)
-    results.adopt_settings(settings)
+    wanted, evaluation, pruning = search_inputs(settings, evaluation, pruning, groups, search_kwargs)
+    resolved = wanted.resolve(eval_sets)
+    results.adopt_settings(resolved.block())
 
     reference = results.reference_signature()
     reference_name = "the checkpoints already in the results file"
@@ -276,10 +282,8 @@ def track_effective_size(output_dir: str | os.PathLike, train_dataset: Any, eval
     logger.info("effective size: %d checkpoints, %d already done, computing %d", len(checkpoints),
                 len(done & {s for s, _ in checkpoints}), len(todo))
     for step, path in tqdm(todo, desc="effective size", unit="checkpoint", disable=not show_progress or not todo):
-        search = search_effective_size(path, train_dataset, eval_sets, settings["groups"], strategy=strategy,
-                                       sparsities=settings["sparsities"], seeds=settings["seeds"],
-                                       steps_per_run=steps_per_run, climb=climb, margin=margin,
-                                       model_class=model_class, early_stopping=early_stopping, **search_kwargs)
+        search = search_effective_size(path, train_dataset, eval_sets, settings=resolved, evaluation=evaluation,
+                                       pruning=pruning)
         results.record(step, path, search, signatures[step])
         results.save()
         logger.info("step %d: effective size %s (%d pruning steps)", step,

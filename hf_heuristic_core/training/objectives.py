@@ -14,7 +14,8 @@ subtask's labelled data with a fixed penalty:
 
 With `PruningConfig.mask_samples = n > 1` (Gumbel-sigmoid: 4) the batch is split into n chunks and each chunk's forward
 draws its own mask sample, as in Csordás' code; the chunk losses are averaged by size. The continuous-sparsification
-beta schedule (x beta_max^(1/E) at every epoch end) is the `BetaSchedule` callback. Base weights stay frozen.
+beta schedule (x beta_max^(1/E) at every epoch end) is the `BetaSchedule` callback the relaxation adds
+(`Relaxation.training_callbacks`). Base weights stay frozen.
 Final binarization: top-k at `target_sparsity` under the Lagrangian; under a fixed penalty (no target) the paper's
 threshold rule (1[s > 0], 1[l > 0]); `prunable.get_masks(sparsity=...)` gives top-k at any target afterwards.
 """
@@ -26,18 +27,21 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import TrainerCallback
 
 from ..batching import LABEL_KEYS
 from ..errors import PruningError
-from ..relaxations.continuous_sparsification import LEPORI_LAMBDA, beta_after_epochs
+from ..relaxations import RELAXATION_SETTINGS, relaxation_settings_class
+from ..relaxations.continuous_sparsification.schedule import BetaSchedule  # noqa: F401 (its old home)
 from .losses import kl_to_teacher
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["BetaSchedule", "DEFAULT_PENALTY_WEIGHTS", "MaskObjective", "split_batch", "sparsity_penalty", "task_loss"]
 
-DEFAULT_PENALTY_WEIGHTS = {"continuous_sparsification": LEPORI_LAMBDA, "gumbel_sigmoid": 1e-4}
+# The built-in relaxations' paper penalty weights (each relaxation's settings say its own: `default_penalty_weight`).
+DEFAULT_PENALTY_WEIGHTS = {name: RELAXATION_SETTINGS.get(name).default_penalty_weight
+                           for name in RELAXATION_SETTINGS.names()
+                           if RELAXATION_SETTINGS.get(name).default_penalty_weight is not None}
 OBJECTIVES = ("kl", "task", "task+kl")
 SPARSITY_CONTROLS = ("lagrangian", "penalty")
 
@@ -70,7 +74,7 @@ def sparsity_penalty(prunable: Any, weight: float, batch_size: int) -> torch.Ten
     """The relaxation's fixed penalty over every learned mask, times `weight` (Gumbel-sigmoid: / batch size)."""
     relaxation = prunable.relaxation
     total = torch.stack([relaxation.penalty(logits.float()) for _, logits in prunable.mask_logits.items()]).sum()
-    if relaxation.name == "gumbel_sigmoid":
+    if relaxation.penalty_per_example:
         total = total / max(batch_size, 1)
     return weight * total
 
@@ -87,27 +91,6 @@ def split_batch(inputs: dict[str, Any], chunks: int) -> list[dict[str, Any]]:
     return [{k: pieces[k][i] for k in inputs} for i in range(parts)]
 
 
-class BetaSchedule(TrainerCallback):
-    """Continuous sparsification's beta: 1 at the start, x beta_max^(1/E) at the end of every epoch (Lepori)."""
-
-    def __init__(self, prunable: Any) -> None:
-        self.prunable = prunable
-
-    def _set(self, state: Any, args: Any) -> None:
-        config = self.prunable.pruning_config
-        epochs = state.num_train_epochs or int(round(args.num_train_epochs)) or 1
-        beta = beta_after_epochs(int(round(state.epoch or 0)), epochs, config.cs_beta_max)
-        self.prunable.update_relaxation(cs_beta=beta)
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self._set(state, args)
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        self._set(state, args)
-        logger.info("continuous sparsification: beta = %.4g after epoch %s", self.prunable.relaxation.beta,
-                    state.epoch)
-
-
 class MaskObjective:
     """The objective of one `PruningTrainer` run, resolved from its arguments and the model's relaxation."""
 
@@ -122,15 +105,15 @@ class MaskObjective:
         relaxation = prunable.pruning_config.relaxation
         self.penalty_weight = getattr(args, "penalty_weight", None)
         if self.control == "penalty" and self.penalty_weight is None:
-            self.penalty_weight = DEFAULT_PENALTY_WEIGHTS.get(relaxation)
+            self.penalty_weight = relaxation_settings_class(relaxation).default_penalty_weight
             if self.penalty_weight is None:
                 raise PruningError(f"sparsity_control='penalty' with the {relaxation!r} relaxation has no paper "
                                    "default; pass penalty_weight (or use sparsity_control='lagrangian').")
         if self.control == "penalty":   # no target to take the top-k at: the relaxation's own (paper) rule
             args.final_binarization = "threshold"
         self.samples = int(prunable.pruning_config.mask_samples or 1)
-        if relaxation == "continuous_sparsification":
-            trainer.add_callback(BetaSchedule(prunable))
+        for callback in prunable.relaxation.training_callbacks(prunable):   # e.g. continuous sparsification's beta
+            trainer.add_callback(callback)
 
     @property
     def is_default(self) -> bool:

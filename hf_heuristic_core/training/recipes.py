@@ -5,8 +5,8 @@
 with `log_alpha = 10` nearly every hard-concrete sample clips to 1, gradients start tiny, and Adam moves the
 multipliers by about their learning rate per step whatever the gap, so a few hundred steps barely move the masks.
 
-"short" is for runs of a few hundred steps (measured in README "Short runs"): `log_alpha` starts at 3, the penalty
-uses the expected L0 (CoFi's), the multipliers learn at 0.1 and the learning rate warms up over 10 steps.
+"short" is for runs of a few hundred steps (measured in docs/guides/pruning.md, "Recipes"): `log_alpha` starts at 3,
+the penalty uses the expected L0 (CoFi's), the multipliers learn at 0.1 and the learning rate warms up over 10 steps.
 
 `PruningTrainer` resolves `PruningArguments.recipe` ("auto": "paper" when the run is at least as long as the paper's
 sparsity schedule, else "short") and fills in the settings the user left unset (`TRAINER_FIELDS`, and the mask

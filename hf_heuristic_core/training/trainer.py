@@ -94,7 +94,9 @@ class PruningTrainer(SubnetworkJudging, Trainer):
             _warm_start(model, args, self.recipe_settings)
             return
         init_mean = self.recipe.config.get("init_mean")
-        if (model.pruning_config.relaxation == "hard_concrete" and init_mean is not None
+        # The recipe's initial logit mean is for relaxations whose settings have one (hard concrete's init_mean).
+        has_init_mean = "init_mean" in model.pruning_config.relaxation_settings.field_names()
+        if (has_init_mean and init_mean is not None
                 and model.pruning_config.init_mean == PAPER_INIT_MEAN and init_mean != PAPER_INIT_MEAN):
             model.update_relaxation(init_mean=init_mean)
             self.recipe_settings["init_mean"] = init_mean

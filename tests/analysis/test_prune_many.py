@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import datasets
 import numpy as np
@@ -15,7 +16,10 @@ from hf_heuristic_core import PrunableModel, PruningConfig, read_artifact
 from hf_heuristic_core.analysis import (ablation_masks, ablation_table, collect_results, datasets_from_spec,
                                         group_label, parse_unit, prune_many, run_name, summarize, unit_label,
                                         units_from_masks)
+from hf_heuristic_core.analysis.prune_many import SeriesOptions
 from hf_heuristic_core.analysis.report import analyze
+from hf_heuristic_core.evaluation.options import EvaluationOptions
+from hf_heuristic_core.training.setup import PruningSetup
 from hf_heuristic_core.evaluation import evaluate_subnetwork
 from tiny_models import one_torch_thread, tiny_model  # noqa: F401
 
@@ -438,3 +442,25 @@ def test_prune_many_refuses_a_runs_folder_of_other_settings_but_takes_more_seeds
     with pytest.raises(OutputFolderError, match=r"train_data"):   # other training data, same everything else
         prune_many(_fresh_model(), train.select(range(32)), eval_sets, tmp_path / "runs", [0.5], [2], **kwargs)
     assert not (tmp_path / "runs" / "sp50-seed2").exists()
+
+
+def _results(folder: Path) -> dict:
+    """Every run's result.json, without the wall-clock seconds."""
+    found = {}
+    for path in sorted(folder.glob("sp*-seed*/result.json")):
+        data = json.loads(path.read_text())
+        data.pop("seconds")
+        found[path.parent.name] = data
+    return found
+
+
+def test_prune_many_objects_and_keywords_write_the_same_runs(tmp_path):
+    train, eval_sets = _train_and_eval()
+    prune_many(_fresh_model(), train, eval_sets, tmp_path / "keywords", [0.5], [0], pruning_overrides=OVERRIDES,
+               show_progress=False, controls=False, eval_batch_size=8)
+    prune_many(_fresh_model(), train, eval_sets, tmp_path / "objects", [0.5], [0],
+               pruning=PruningSetup(overrides=OVERRIDES, means_examples=1024, show_progress=False),
+               evaluation=EvaluationOptions(batch_size=8), options=SeriesOptions(controls=False))
+    assert _results(tmp_path / "objects") == _results(tmp_path / "keywords") != {}
+    manifests = [json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("keywords", "objects")]
+    assert manifests[0] == manifests[1] and manifests[0]["eval_batch_size"] == 8

@@ -16,6 +16,7 @@ from hf_heuristic_core import PrunableModel, PruningConfig, read_artifact
 from hf_heuristic_core.analysis import ablation_table, run_name, write_json
 from hf_heuristic_core.cli.analyze import _split_groups, analyze_command, parse_analyze_args
 from hf_heuristic_core.analysis.report import analyze
+from hf_heuristic_core.analysis.report_settings import AnalyzeSettings
 from tiny_models import one_torch_thread, tiny_model  # noqa: F401
 
 pytest.importorskip("matplotlib")
@@ -291,3 +292,17 @@ def test_control_notes_in_the_report(runs_dir, caplog):
     assert "Note on inverse" not in markdown
     saved = json.loads((runs_dir / "report" / "report.json").read_text())
     assert saved["controls"] == json.loads(json.dumps(report["controls"]))
+
+
+def test_analyze_settings_object_and_keywords_give_the_same_report(runs_dir, tmp_path):
+    by_keywords = analyze(runs_dir, output_dir=tmp_path / "a", ablation=False, attention=False, core_sparsity=0.5)
+    by_object = analyze(runs_dir, AnalyzeSettings(output_dir=tmp_path / "b", ablation=False, attention=False,
+                                                  core_sparsity=0.5))
+    assert by_object["core_units"] == by_keywords["core_units"] and by_object["summary"] == by_keywords["summary"]
+    assert (tmp_path / "a" / "report.md").read_text() == (tmp_path / "b" / "report.md").read_text()
+    with pytest.raises(ValueError, match=r"analyze got settings= and \['ablation'\]"):
+        analyze(runs_dir, AnalyzeSettings(), ablation=False)
+    with pytest.raises(TypeError, match=r"analyze\(\) got unexpected keyword argument\(s\) \['ablations'\]"):
+        analyze(runs_dir, ablations=False)
+    with pytest.raises(ValueError, match=r"ablation_mode='mode' is not one of"):
+        AnalyzeSettings(ablation_mode="mode")

@@ -7,7 +7,7 @@ import torch
 
 from hf_heuristic_core import PrunableModel, PruningConfig, PruningError
 from hf_heuristic_core.granularity.unit import UnitGranularity
-from hf_heuristic_core.relaxations import RELAXATIONS, get_relaxation, register_relaxation
+from hf_heuristic_core.relaxations import RELAXATION_SETTINGS, RELAXATIONS, get_relaxation, register_relaxation
 from hf_heuristic_core.relaxations.base import Relaxation
 from hf_heuristic_core.relaxations.hard_concrete import HardConcrete
 from tiny_models import LAYERS, HEADS, make_batch, tiny_model
@@ -45,6 +45,7 @@ def bernoulli():
         yield
     finally:
         RELAXATIONS._entries.pop("toy_bernoulli", None)
+        RELAXATION_SETTINGS._entries.pop("toy_bernoulli", None)
 
 
 def test_hard_concrete_is_the_default_and_found_by_name():

@@ -158,6 +158,6 @@ def test_callback_in_a_bf16_run_prunes_in_the_runs_precision(tmp_path, data):
                              use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True)
     Trainer(model=tiny_bert(), args=args, train_dataset=data["train"], data_collator=PadCollator(0),
             callbacks=[callback]).train()
-    assert callback._search_kwargs(args)["pruning_overrides"]["bf16"] is True
+    assert callback._pruning(callback.search[2], args).overrides["bf16"] is True
     saved = json.loads((tmp_path / "effective_size.json").read_text())
     assert [e["step"] for e in saved["checkpoints"]] == [2]

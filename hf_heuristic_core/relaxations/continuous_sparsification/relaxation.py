@@ -7,7 +7,7 @@
 
 Defaults are Lepori's: beta_max = 200, lambda = 1e-8, s initialized to a constant (he searched {0.1, 0.05, 0, -0.05};
 0 is the default here; Zhang uses s = -0.1 and beta_max = 100). Multiplying per step instead of per epoch would reach
-beta_max within the first epoch, so the schedule is an epoch-end callback (`training.objectives.BetaSchedule`).
+beta_max within the first epoch, so the schedule is an epoch-end callback (`schedule.BetaSchedule`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ from typing import Any
 
 import torch
 
-from .base import Relaxation
+from ..base import Relaxation
+from .settings import LEPORI_BETA_MAX, LEPORI_LAMBDA, ContinuousSparsificationSettings
 
 __all__ = ["ContinuousSparsification", "LEPORI_BETA_MAX", "LEPORI_LAMBDA", "beta_after_epochs"]
-
-LEPORI_BETA_MAX = 200.0
-LEPORI_LAMBDA = 1e-8
-
 
 def beta_after_epochs(epochs_done: int, total_epochs: int, beta_max: float, beta_start: float = 1.0) -> float:
     """beta after `epochs_done` epoch ends of a schedule of `total_epochs`: beta_start * beta_max ** (done / E)."""
@@ -36,7 +33,8 @@ class ContinuousSparsification(Relaxation):
     """sigmoid(beta * s) masks with a deterministic training mask (see the module docstring)."""
 
     name = "continuous_sparsification"
-    paper_binarization = "threshold"
+    settings_class = ContinuousSparsificationSettings
+    paper_binarization = ContinuousSparsificationSettings.paper_binarization
     # The logit that pins an entry: sigmoid(beta * 10) is 1 - 5e-5 already at beta = 1.
     pinned_logit = 10.0
 
@@ -50,6 +48,12 @@ class ContinuousSparsification(Relaxation):
     @classmethod
     def from_config(cls, config: Any) -> "ContinuousSparsification":
         return cls(config.cs_beta, config.cs_init, config.cs_beta_max)
+
+    def training_callbacks(self, prunable: Any) -> list[Any]:
+        """The epoch-end beta schedule; imported here because it is a `transformers.TrainerCallback` and a
+        relaxation is also used without a trainer."""
+        from .schedule import BetaSchedule
+        return [BetaSchedule(prunable)]
 
     def init_logits(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
         return torch.full(shape, self.init, dtype=torch.float32)

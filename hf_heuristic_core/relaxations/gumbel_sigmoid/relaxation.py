@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from .base import Relaxation
+from ..base import Relaxation
+from .settings import GumbelSigmoidSettings
 
 __all__ = ["GUMBEL_EPS", "GumbelSigmoid", "logistic_noise"]
 
@@ -54,7 +55,10 @@ class GumbelSigmoid(Relaxation):
     """Straight-through Gumbel-sigmoid masks (see the module docstring)."""
 
     name = "gumbel_sigmoid"
-    paper_binarization = "threshold"
+    settings_class = GumbelSigmoidSettings
+    paper_binarization = GumbelSigmoidSettings.paper_binarization
+    # Csordás' released code divides the summed logits by the batch size.
+    penalty_per_example = True
 
     def __init__(self, init_prob: float = 0.9, tau: float = 1.0) -> None:
         if not 0.0 < init_prob < 1.0:

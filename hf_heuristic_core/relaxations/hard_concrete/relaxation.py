@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from .base import Relaxation
-from .binarize import check_sparsity, smallest_indices, topk_binarize  # noqa: F401 (re-exported)
+from ..base import Relaxation
+from .settings import HardConcreteSettings
+from ..binarize import check_sparsity, smallest_indices, topk_binarize  # noqa: F401 (re-exported)
 
 # The CoFi deterministic rule scales log_alpha by this before the sigmoid (released code's "magical number").
 COFI_SOFT_MASK_SCALE = 0.8
@@ -30,6 +31,7 @@ class HardConcrete(Relaxation):
     """The distribution's constants and its views of a unit: a sample, the test-time value, and P(z != 0)."""
 
     name = "hard_concrete"
+    settings_class = HardConcreteSettings
 
     def __init__(self, temperature: float = 2 / 3, limit_left: float = -0.1, limit_right: float = 1.1,
                  eps: float = 1e-6, init_mean: float = 10.0, init_std: float = 0.01) -> None:

@@ -1,0 +1,42 @@
+"""What every relaxation's settings provide: a small torch-free dataclass (the PEFT pattern: one config per method).
+
+`PruningConfig` composes the built-in relaxations' settings (their fields are its flat fields, so old keyword
+arguments and saved `pruning_config.json` files keep working), and asks the chosen relaxation's settings class for
+the defaults that depend on it (binarization rule, mask samples per batch, penalty weight). Nothing here imports
+torch: building or validating a config, and `--help`, stay fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["RelaxationSettings"]
+
+
+@dataclass(kw_only=True)
+class RelaxationSettings:
+    """Base of a relaxation's settings; a relaxation without constants uses it as is."""
+
+    # The binarization rule its paper uses when PruningConfig(binarization=None): "topk" or "threshold".
+    paper_binarization: ClassVar[str] = "topk"
+    # Mask samples per batch when PruningConfig(mask_samples=None) (one per batch chunk).
+    default_mask_samples: ClassVar[int] = 1
+    # The paper's weight of the fixed penalty (sparsity_control="penalty"); None: no paper default.
+    default_penalty_weight: ClassVar[float | None] = None
+
+    def validate(self) -> None:
+        """Reject constants that would silently give meaningless masks (messages name `PruningConfig`'s field)."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_config(cls, config: Any) -> "RelaxationSettings":
+        """These settings read off a `PruningConfig` (or any object with the same attribute names)."""
+        return cls(**{name: getattr(config, name) for name in cls.field_names() if hasattr(config, name)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
