@@ -91,8 +91,23 @@ def _step(folder: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
+def _unfinished(checkpoint: Path) -> str | None:
+    """Why `checkpoint` is not a whole checkpoint, or None. The Trainer writes trainer_state.json last and not
+    atomically, so a run killed while saving leaves it missing or cut short."""
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except FileNotFoundError:
+        return "it has no trainer_state.json (not a finished Trainer checkpoint)"
+    except (OSError, ValueError):
+        return "its trainer_state.json is cut short (the run was stopped while saving this checkpoint)"
+    return None
+
+
 def _check(checkpoint: Path, fingerprint: dict[str, Any]) -> list[str] | None:
-    """None when `checkpoint` belongs to this run, else the reasons it does not."""
+    """None when `checkpoint` is whole and belongs to this run, else the reasons it cannot be resumed."""
+    unfinished = _unfinished(checkpoint)
+    if unfinished:
+        return [unfinished]
     recorded = checkpoint_fingerprint(checkpoint)
     if recorded is None:
         return ["it records no run fingerprint (written by an older release or not by PruningTrainer)"]
@@ -119,13 +134,17 @@ def checkpoint_of_this_run(output_dir: str | os.PathLike, resume: Any, fingerpri
                 return str(folder)
         newest = folders[0]
         raise PruningError(f"resume_from_checkpoint={resume!r}: none of the {len(folders)} checkpoints under "
-                           f"{output_dir} belongs to this run; the newest, {newest.name}, differs: "
+                           f"{output_dir} is a whole checkpoint of this run; the newest, {newest.name}: "
                            f"{'; '.join(reasons[newest])}. Resume with the settings that run used, or {fresh}.")
     checkpoint = Path(str(resume))
     if not (checkpoint / "trainer_state.json").is_file():
         raise PruningError(f"resume_from_checkpoint={resume}: not a finished Trainer checkpoint (no "
                            "trainer_state.json); pass a checkpoint-* folder written with save_strategy='steps', or "
                            "'last'.")
+    unfinished = _unfinished(checkpoint)
+    if unfinished:
+        raise PruningError(f"resume_from_checkpoint={resume} is unfinished: {unfinished}. Resume from the checkpoint "
+                           "before it, or pass 'last' (it skips unfinished checkpoints).")
     reasons = _check(checkpoint, fingerprint)
     if reasons:
         raise PruningError(f"resume_from_checkpoint={resume} is a checkpoint of another run: {'; '.join(reasons)}. "

@@ -66,7 +66,7 @@ def test_resume_last_takes_only_this_runs_checkpoints(tiny, finished, tmp_path, 
     assert main(_prune(tiny, finished, "--seed", "8", "--overwrite_output_dir", "--resume_from_checkpoint",
                        "last")) == 2
     text = _error(capsys)
-    assert "none of the 2 checkpoints under" in text and "checkpoint-8, differs: settings.seed: 7 -> 8" in text
+    assert "none of the 2 checkpoints under" in text and "checkpoint-8: settings.seed: 7 -> 8" in text
     assert read_record(finished)["settings"]["seed"] == 7   # the refused run wrote nothing: the record is restored
     # An explicit checkpoint of another run, from another output folder: refused too.
     assert main(_prune(tiny, tmp_path / "other", "--seed", "8", "--resume_from_checkpoint",
