@@ -90,6 +90,10 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
             # Already enabled on the wrapped model: re-enable so recomputation replays each pass's masks.
             self.activation_checkpointing_enable()
+        # Start in the wrapped model's mode (from_pretrained gives eval): a training-mode wrapper around an eval model
+        # would sample masks with dropout off, and the first mode switch back (compute_means restores the mode it
+        # found) would silently turn dropout on.
+        self.train(model.training)
 
     # ------------------------------------------------------------------ basic properties
     @property

@@ -278,9 +278,11 @@ def _make_stock(model: nn.Module, paths: Any, layouts: list[LayerLayout], head_d
     for key, value in counts.items():
         setattr(config, key, value)
     try:
+        if hasattr(config, "validate"):   # what save_pretrained checks (e.g. hidden_size % heads under strict configs)
+            config.validate()
         with torch.device("meta"):
             stock = type(model)(config)
-    except (ValueError, TypeError, AttributeError, RuntimeError, ZeroDivisionError) as err:
+    except Exception as err:  # noqa: BLE001 - any refusal of the rewritten config means "no stock folder"
         return f"its config cannot state {counts} ({type(err).__name__}: {err})"
     ours = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
     theirs = {name: tuple(p.shape) for name, p in stock.named_parameters(remove_duplicate=False)}

@@ -267,3 +267,26 @@ def test_a_mean_with_no_stock_bias_home_is_refused(model_type):
     with pytest.raises(ExportError, match=r"o_proj\.bias.*ablation='zero'"):
         prunable.export_slim()
     assert prunable.export_slim(uniform=False).config.hf_heuristic_core_slim["stock"] is False
+
+
+def test_uniform_heads_that_do_not_divide_the_hidden_size_fall_back_to_a_load_slim_folder(tmp_path):
+    """Llama multi-head (4 heads of 8, hidden 32) keeping 3 heads in every layer: the same widths everywhere, but
+    Llama's config validation refuses hidden_size % heads != 0, so no stock folder can state it. The export says so
+    (a load_slim folder, or an ExportError when uniform is asked for) instead of failing inside save_slim."""
+    from hf_heuristic_core import export_slim, load_slim
+    model = tiny_model("llama", task="causal_lm", num_key_value_heads=4)
+    prunable = PrunableModel(model, PruningConfig(ablation="zero")).eval()
+    heads = torch.ones(prunable.mask_shapes()["heads"])
+    heads[:, -1] = 0
+    masks = {"heads": heads, "mlps": torch.ones(prunable.mask_shapes()["mlps"])}
+    with pytest.raises(ExportError, match="cannot load this 'llama' slim model: its config cannot state"):
+        export_slim(prunable, masks, uniform=True)
+    slim = export_slim(prunable, masks, uniform=False)
+    assert slim.config.hf_heuristic_core_slim["stock"] is False
+    save_slim(slim, tmp_path / "slim")
+    batch = _batch("llama")
+    with torch.no_grad(), prunable.masks_applied(masks):
+        hooked = prunable(**batch).logits
+    with torch.no_grad():
+        reloaded = load_slim(tmp_path / "slim")(**batch).logits
+    assert _real_token_diff(hooked, reloaded, batch["attention_mask"]) < 1e-4
