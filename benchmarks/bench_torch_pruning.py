@@ -114,7 +114,8 @@ def ours(model, kind: str, sets, layers: int, width: int, ablation: str, batches
     if ablation == "mean":
         prunable.compute_means(batches, show_progress=False)
     prunable.set_masks(**({"neurons": mask} if kind == "neurons" else {"heads": mask, "mlps": torch.ones(layers)}))
-    return prunable, prunable.export_slim()
+    prunable.eval()   # compute_means leaves the model in training mode (dropout)
+    return prunable, prunable.export_slim().eval()
 
 
 def output_of(model, batch) -> torch.Tensor:
@@ -269,7 +270,7 @@ def main() -> None:
         return AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
 
     reference = build_llama()
-    head_sets, neuron_sets = magnitude_sets(reference, "llama", args.llama_layers, 9, 64, 4, 768)
+    head_sets, neuron_sets = magnitude_sets(reference, "llama", args.llama_layers, 9, 64, 5, 768)
     batch = batch_of(49152, 4, 128, 0)
     means = [batch_of(49152, 4, 64, s) for s in (1, 2)]
     for kind, sets, width in (("heads", head_sets, 9), ("neurons", neuron_sets, 1536)):
