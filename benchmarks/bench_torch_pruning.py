@@ -43,7 +43,11 @@ import torch_pruning as tp
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from hf_heuristic_core import PrunableModel, PruningConfig, save_slim
-from hf_heuristic_core.export.autoload import AUTOLOAD_MODEL_TYPES, register_autoload, unregister_autoload
+from hf_heuristic_core.export.autoload import (
+    AUTOLOAD_MODEL_TYPES,
+    register_autoload,
+    unregister_autoload,
+)
 from hf_heuristic_core.export.latency import round_robin_latency
 from hf_heuristic_core.export.slim import parameter_count
 from hf_heuristic_core.offline_models import minilm_path, smollm2_gguf
@@ -182,7 +186,7 @@ def row(name, build, model_type, kind, sets, layers, width, head_dim, batch, mea
         if ablation == "zero" and theirs is not None:
             entry["torch_pruning_max_diff_to_hooked"] = real_diff(theirs_out, hooked_out, batch["attention_mask"])
             entry["parameters_torch_pruning"] = parameter_count(theirs)
-            latency = round_robin_latency({"ours": lambda: output_of(slim, batch),
+            latency = round_robin_latency({"ours": lambda: output_of(slim, batch),  # noqa: B023 - timed now
                                            "torch_pruning": lambda: output_of(theirs, batch),
                                            "full": lambda: output_of(full, batch)}, repeats=repeats, warmup=2)
             entry["latency_ours_over_torch_pruning"] = latency.median_s["ours"] / latency.median_s["torch_pruning"]
@@ -222,7 +226,7 @@ DEPGRAPH_PROBE = textwrap.dedent("""
 
 def depgraph_probe(timeout: int) -> str:
     try:
-        result = subprocess.run([sys.executable, "-c", DEPGRAPH_PROBE], capture_output=True, text=True,
+        result = subprocess.run([sys.executable, "-c", DEPGRAPH_PROBE], check=False, capture_output=True, text=True,
                                 timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
     except subprocess.TimeoutExpired as err:
         built = "built" in (err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout or "")

@@ -29,7 +29,7 @@ def _register(model_type: str) -> None:
     try:
         from .export.autoload import register_autoload
         register_autoload(model_type)
-    except Exception as err:   # never break the user's transformers import: load_slim still works
+    except Exception as err:   # noqa: BLE001 - never break the user's transformers import: load_slim still works
         logger.warning("Could not register the slim %s layer for AutoModel loading (%s: %s); uneven slim folders "
                        "load with hf_heuristic_core.load_slim.", model_type, type(err).__name__, err)
 

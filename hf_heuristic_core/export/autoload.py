@@ -140,7 +140,10 @@ def register_autoload(model_type: str) -> bool:
     module is first imported in a process that imported `hf_heuristic_core`, see `_autoload_hook`). False when the
     patching API is missing (transformers before it) or another library already patches that class (logged)."""
     try:
-        from transformers.monkey_patching import get_patch_mapping, register_patch_mapping
+        from transformers.monkey_patching import (
+            get_patch_mapping,
+            register_patch_mapping,
+        )
     except ImportError:
         return False
     module_name, class_name = AUTOLOAD_MODEL_TYPES[model_type]
