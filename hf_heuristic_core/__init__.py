@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import _compat
+from . import _autoload_hook, _compat
 
 __version__ = "0.1.0"
 
@@ -67,6 +67,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 _compat.install(__name__)
+# uneven slim folders of the Llama family through AutoModel*.from_pretrained (export.autoload)
+_autoload_hook.install()
 
 
 def __getattr__(name: str) -> Any:

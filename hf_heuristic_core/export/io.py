@@ -22,6 +22,7 @@ from torch import nn
 
 from ..config import CONFIG_NAME as MASK_CONFIG_NAME
 from ..errors import ArtifactError, ExportError
+from .autoload import loads_after_import, write_per_layer_schema
 from .slim import SLIM_KEY, parameter_count, rebuild_to_layout, slim_info
 
 __all__ = ["load_slim", "push_slim_to_hub", "save_slim", "slim_card_text"]
@@ -42,6 +43,15 @@ def slim_card_text(model: nn.Module) -> str:
                 "", 'model = AutoModel.from_pretrained("<this repo or folder>")']
         how = ("Every layer has the same widths and the config states them, so this folder loads with plain "
                "`transformers` (`AutoModelFor*.from_pretrained`); hf_heuristic_core is not needed.")
+    elif loads_after_import(info):
+        load = ["import hf_heuristic_core  # registers the per-layer layers with transformers' patch mapping",
+                "from transformers import AutoModel  # or the task class, e.g. " + cls,
+                "", 'model = AutoModel.from_pretrained("<this repo or folder>")',
+                "# or: model = hf_heuristic_core.load_slim(\"<this repo or folder>\")"]
+        how = ("Layers differ in width, which a stock config cannot state, so the config keeps the original shapes "
+               "plus the per-layer layout (and the widths in transformers' `per_layer_config` schema). After "
+               "`import hf_heuristic_core`, `AutoModelFor*.from_pretrained` builds each layer to its recorded "
+               "layout; without the import, plain `from_pretrained` refuses its weight shapes.")
     else:
         load = ["from hf_heuristic_core import load_slim", "", 'model = load_slim("<this repo or folder>")']
         how = ("Layers differ in width (or the architecture's config cannot state the head width or a needed bias), "
@@ -64,10 +74,18 @@ def slim_card_text(model: nn.Module) -> str:
           if any(layer.get("neurons") is not None for layer in info["layers"]) else []),
         f"| ablation folded | {info['ablation']} |",
         f"| masks from | {info['source'].get('masks') or 'in-memory masks'} |",
-        f"| loads with | {'plain transformers' if info['stock'] else 'hf_heuristic_core.load_slim'} |",
+        f"| loads with | {_loads_with(info)} |",
         "", how, "", "```python", *load, "```", "",
     ]
     return "\n".join(lines)
+
+
+def _loads_with(info: dict[str, Any]) -> str:
+    if info["stock"]:
+        return "plain transformers"
+    if loads_after_import(info):
+        return "`AutoModel*.from_pretrained` after `import hf_heuristic_core`, or hf_heuristic_core.load_slim"
+    return "hf_heuristic_core.load_slim"
 
 
 # Files a slim export writes (save_pretrained + card); a folder of only these (plus hidden files and the run record)
@@ -137,6 +155,7 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(temp, **save_kwargs)
+        write_per_layer_schema(temp / MODEL_CONFIG_NAME)
         (temp / "README.md").write_text(slim_card_text(model))
         if state == "other":   # overwrite: file by file, each replaced atomically, nothing else touched
             for path in sorted(temp.iterdir(), key=lambda p: p.name == MODEL_CONFIG_NAME):   # config last

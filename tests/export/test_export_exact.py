@@ -159,11 +159,13 @@ def test_uniform_llama_layout_loads_with_plain_automodel(ablation, tmp_path):
     assert "plain transformers" in (tmp_path / "slim" / "README.md").read_text()
 
 
-def test_non_uniform_folder_is_refused_by_plain_automodel(tmp_path):
-    prunable, _ = _wrapped("llama", "zero")
+def test_non_uniform_llama_folder_loads_with_automodel_after_import(tmp_path):
+    """Since #26 the package's import lets AutoModel build uneven Llama-family layers (export.autoload); a process
+    without the package still refuses the folder (test_export_autoload.py, in a subprocess)."""
+    prunable, batch = _wrapped("llama", "zero")
     save_slim(prunable.export_slim(), tmp_path / "slim")
-    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
-        transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim")
+    auto = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim")
+    assert torch.equal(_logits(auto, batch), _logits(load_slim(tmp_path / "slim"), batch))
 
 
 def test_masks_argument_and_fixed_masks_agree():
