@@ -29,6 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .granularity import granularity_settings_class
+from .granularity.neuron.settings import NeuronSettings
+from .granularity.settings import GranularitySettings
+from .granularity.unit.settings import UnitSettings
+from .granularity.weight.settings import LOGITS_DTYPES, WeightSettings
 from .io_utils import atomic_write_text
 from .relaxations import relaxation_settings_class
 from .relaxations.continuous_sparsification.settings import ContinuousSparsificationSettings
@@ -39,6 +44,10 @@ from .relaxations.settings import RelaxationSettings
 # The built-in relaxations' settings, composed into PruningConfig (their fields are its flat fields).
 RELAXATION_SETTINGS_CLASSES: tuple[type[RelaxationSettings], ...] = (
     HardConcreteSettings, ContinuousSparsificationSettings, GumbelSigmoidSettings)
+# The built-in granularities' settings, composed the same way (the PruningConfig fields only that granularity reads).
+GRANULARITY_SETTINGS_CLASSES: tuple[type[GranularitySettings], ...] = (UnitSettings, NeuronSettings, WeightSettings)
+# Every method's settings class PruningConfig composes (the prune command's flags are generated from them).
+SETTINGS_CLASSES: tuple[type, ...] = (*GRANULARITY_SETTINGS_CLASSES, *RELAXATION_SETTINGS_CLASSES)
 
 CONFIG_NAME = "pruning_config.json"
 
@@ -46,16 +55,18 @@ ABLATION_MODES = ("mean", "zero", "resample")
 BINARIZATION_RULES = ("topk", "threshold")
 BINARIZATION_SCOPES = ("global", "per_layer")
 EVAL_MASKS = ("binary", "soft")
-LOGITS_DTYPES = ("float32", "bfloat16")
 
 
 @dataclass
-class PruningConfig(GumbelSigmoidSettings, ContinuousSparsificationSettings, HardConcreteSettings):
+class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
+                    GumbelSigmoidSettings, ContinuousSparsificationSettings, HardConcreteSettings):
     """Settings of a pruning run; serialized next to the masks so an artifact explains itself.
 
-    Each relaxation's constants come from its settings dataclass (`relaxations/<name>/settings.py`), composed here
-    as keyword-only fields, so `PruningConfig(temperature=0.5)` and old `pruning_config.json` files work unchanged;
-    `relaxation_settings` is the chosen relaxation's settings object.
+    Each relaxation's constants come from its settings dataclass (`relaxations/<name>/settings.py`), and each
+    granularity's own fields from its (`granularity/<name>/settings.py`: unit `prune_heads`, `prune_mlps`; weight
+    `target_modules`, `layers_to_transform`, `mask_bias`, `logits_dtype`), composed here as keyword-only fields, so
+    `PruningConfig(temperature=0.5, mask_bias=True)` and old `pruning_config.json` files work unchanged;
+    `relaxation_settings` and `granularity_settings` are the chosen ones' settings objects.
 
     Architecture overrides (`layers_path`, `attention_output`, `mlp_output`, `num_heads`) are only needed for
     models the built-in map and the suffix detection do not cover; paths are relative to `model.base_model`
@@ -69,8 +80,7 @@ class PruningConfig(GumbelSigmoidSettings, ContinuousSparsificationSettings, Har
 
     granularity: str = "unit"
     relaxation: str = "hard_concrete"
-    prune_heads: bool = True
-    prune_mlps: bool = True
+    # The granularities' fields are those of their settings dataclasses (the bases above), keyword-only.
     # None: "mean" (the paper's), or "zero" for granularity="weight" (weight masking is zero ablation of weights).
     ablation: str | None = None
 
@@ -79,14 +89,6 @@ class PruningConfig(GumbelSigmoidSettings, ContinuousSparsificationSettings, Har
     # cs_beta_max; Gumbel-sigmoid: gumbel_init_prob, gumbel_tau), keyword-only. Mask samples per batch (one per
     # chunk); None: the relaxation's paper default (Gumbel-sigmoid: 4).
     mask_samples: int | None = None
-
-    # Weight granularity: PEFT-style module names (or one regex), layer indices, whether biases get masks too.
-    target_modules: list[str] | str | None = None
-    layers_to_transform: list[int] | None = None
-    mask_bias: bool = False
-    # Storage dtype of weight-mask logits: "bfloat16" halves logits + gradients + Adam state (16 -> 8 bytes per
-    # masked weight) at the price of bf16 spacing (|s| * 2^-8): Adam steps below half of it are rounded away.
-    logits_dtype: str = "float32"
 
     # How learned masks become 0/1 masks (binarization None: the relaxation's paper rule, topk for hard concrete).
     binarization: str | None = None
@@ -154,6 +156,9 @@ class PruningConfig(GumbelSigmoidSettings, ContinuousSparsificationSettings, Har
         for settings_class in RELAXATION_SETTINGS_CLASSES:
             settings_class.from_config(self).validate()
         self.relaxation_settings.validate()
+        for settings_class in GRANULARITY_SETTINGS_CLASSES:
+            settings_class.from_config(self).validate()
+        self.granularity_settings.validate()
         if not (isinstance(self.mask_samples, int) and self.mask_samples >= 1):
             raise ValueError(f"PruningConfig: mask_samples must be an integer >= 1, got {self.mask_samples!r}.")
         if self.granularity != "weight" and (self.target_modules is not None or self.layers_to_transform is not None
@@ -171,6 +176,11 @@ class PruningConfig(GumbelSigmoidSettings, ContinuousSparsificationSettings, Har
     def relaxation_settings(self) -> RelaxationSettings:
         """The chosen relaxation's settings (a copy: change the config, not this object)."""
         return relaxation_settings_class(self.relaxation).from_config(self)
+
+    @property
+    def granularity_settings(self) -> GranularitySettings:
+        """The chosen granularity's settings (a copy: change the config, not this object)."""
+        return granularity_settings_class(self.granularity).from_config(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import PruningConfig
+from ..config import SETTINGS_CLASSES, PruningConfig
 from ..errors import UsageError
-from ..relaxations import RELAXATIONS
+from ..granularity.weight.settings import parse_layers as _parse_layers
+from ..relaxations import RELAXATIONS, relaxation_settings_class
 from ..training.fields import PruningFields
 from .checks import (
     check_model_source,
@@ -26,6 +27,7 @@ from .checks import (
 )
 from .help import render_help, wants_help
 from .prune_data import DEFAULT_EVAL_EXAMPLES, check_labels, check_split_flags, load_prune_data
+from .settings_flags import flag_values, settings_flags, settings_flags_dataclass, unset_flags_check
 
 DESCRIPTION = "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact."
 PROG = "hf-heuristic-core prune"
@@ -37,10 +39,16 @@ TASK_CLASSES = {
 }
 ABLATIONS = ("mean", "zero", "resample")
 
+# One flag per field of the granularities' and relaxations' settings dataclasses (`cli.settings_flags`): a field
+# added there is a prune flag, with its help, and reaches PruningConfig, without an edit here.
+SETTINGS_FLAGS = settings_flags(SETTINGS_CLASSES)
+PruneSettingsFlags = settings_flags_dataclass(SETTINGS_FLAGS, "PruneSettingsFlags")
+
 
 @dataclass
-class PruneScriptArguments:
-    """What to prune and on which data (the pruning hyperparameters are `PruningArguments`)."""
+class PruneScriptArguments(PruneSettingsFlags):
+    """What to prune and on which data (the pruning hyperparameters are `PruningArguments`); the granularity and
+    relaxation settings flags come from `PruneSettingsFlags`."""
 
     _argument_group_name = "what to prune"
 
@@ -65,8 +73,6 @@ class PruneScriptArguments:
         "help": "auto, sequence_classification, causal_lm or token_classification."})
     ablation: str | None = field(default=None, metadata={
         "help": "mean, zero or resample (default: mean; zero for --granularity weight)."})
-    prune_heads: bool = field(default=True, metadata={"help": "Mask attention heads."})
-    prune_mlps: bool = field(default=True, metadata={"help": "Mask whole MLP blocks."})
     granularity: str = field(default="unit", metadata={"help": "unit (heads and MLP blocks), neuron or weight."})
     uniform_layers: bool = field(default=False, metadata={
         "help": "Binarize to the same number of heads (whole key/value groups under GQA) and the same MLP width in "
@@ -75,18 +81,6 @@ class PruneScriptArguments:
     relaxation: str = field(default=PruningConfig.relaxation, metadata={
         "help": "How mask values are drawn: one of " + ", ".join(RELAXATIONS.names()) + " (each relaxation's "
                 "constants are PruningConfig fields; relaxations/<name>/settings.py)."})
-    target_modules: str | None = field(default=None, metadata={
-        "help": "Weight granularity: comma-separated module names (PEFT-style, e.g. query,value,output.dense) "
-                "(default: every Linear / Conv1D)."})
-    layers_to_transform: str | None = field(default=None, metadata={
-        "help": "Weight granularity: layer indices, comma-separated or ranges, e.g. 2-3 or 0,5."})
-    mask_bias: bool = field(default=False, metadata={"help": "Weight granularity: mask biases too."})
-    logits_dtype: str = field(default="float32", metadata={
-        "help": "Weight granularity: float32 or bfloat16 mask logits (bf16: 8 instead of 16 bytes per masked weight "
-                "while training; lossless with continuous_sparsification, lossy with gumbel_sigmoid)."})
-    init_mean: float | None = field(default=None, metadata={
-        "help": "Mean of the initial mask logits (PruningConfig.init_mean). Default: the recipe's (paper 10, short "
-                "3; docs/guides/pruning.md, 'Recipes'). With the short recipe a value of 10 reads as unset."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
     gguf_file: str | None = field(default=None, metadata={
         "help": "GGUF file inside --model: dequantized to float32 on load; --task auto reads the GGUF's "
@@ -183,11 +177,21 @@ def prune_help(everything: bool = False) -> str:
     if everything:
         return prune_help_all()
     epilog = ("Dashes and underscores both work (--target-sparsity). Booleans take true/false; those on by default "
-              "also take --no_FLAG.\nRefused (the mask optimizer ignores them, or they would change nothing in a "
+              "also take --no_FLAG.\nEach relaxation's constants, listed by --help-all (unset: the recipe's or "
+              "PruningConfig's value): " + ", ".join(f"--{f.name}" for f in SETTINGS_FLAGS if not f.brief) + "."
+              "\nRefused (the mask optimizer ignores them, or they would change nothing in a "
               "pruning run; --help-all says why): " + ", ".join(f"--{name}" for name in REFUSED_FLAGS) + ".")
-    return render_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, None),
+    return render_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, brief_script_flags()),
                                            (MASK_GROUP, PruningFields, None),
                                            (TRAINING_GROUP, TrainingLoopFlags, None)], epilog=epilog)
+
+
+def brief_script_flags() -> list[str]:
+    """The "what to prune" flags `--help` lists: the script's own, then the brief generated ones."""
+    import dataclasses
+    generated = {f.name for f in SETTINGS_FLAGS}
+    own = [f.name for f in dataclasses.fields(PruneScriptArguments) if f.name not in generated]
+    return own + [f.name for f in SETTINGS_FLAGS if f.brief]
 
 
 def prune_help_all() -> str:
@@ -241,7 +245,6 @@ def unknown_flags_message(unknown: Sequence[str], known: Sequence[str]) -> str:
 
 def check_script_arguments(script: PruneScriptArguments) -> None:
     """Values that cannot work, refused before any model or data is loaded."""
-    import math
     if script.task != "auto" and script.task not in TASK_CLASSES:
         raise UsageError(f"--task {script.task!r} is not one of auto, {', '.join(TASK_CLASSES)}.")
     if script.ablation is not None and script.ablation not in ABLATIONS:
@@ -252,8 +255,7 @@ def check_script_arguments(script: PruneScriptArguments) -> None:
         value = getattr(script, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name} {value} must be >= 1 (leave --max_train_examples out to use every example).")
-    if script.init_mean is not None and not math.isfinite(script.init_mean):
-        raise UsageError(f"--init_mean {script.init_mean} must be a finite number (the short recipe uses 3).")
+    settings_flag_values(script)
     check_model_source(script.model, script.gguf_file)
 
 
@@ -323,10 +325,7 @@ def _prune(script: PruneScriptArguments, args) -> dict:
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    settings: dict[str, Any] = {"ablation": script.ablation, "prune_heads": script.prune_heads,
-                                "prune_mlps": script.prune_mlps, **selection_settings(script)}
-    if script.init_mean is not None:
-        settings["init_mean"] = script.init_mean
+    settings: dict[str, Any] = {"ablation": script.ablation, **selection_settings(script)}
     model = PrunableModel.from_pretrained(script.model, pruning_config=PruningConfig(**settings),
                                           model_class=getattr(transformers, TASK_CLASSES[task]), config=config,
                                           **hf_kwargs)
@@ -358,35 +357,34 @@ def _prune(script: PruneScriptArguments, args) -> dict:
 
 
 def selection_settings(script: PruneScriptArguments) -> dict:
-    """The granularity / relaxation flags as `PruningConfig` fields (weight-only fields only when given)."""
+    """The granularity / relaxation flags as `PruningConfig` fields (the settings flags only when given)."""
     settings: dict = {"granularity": script.granularity, "relaxation": script.relaxation}
     if script.uniform_layers:
         settings["uniform_layers"] = True
-    if script.target_modules:
-        settings["target_modules"] = [name.strip() for name in script.target_modules.split(",") if name.strip()]
-    if script.layers_to_transform:
-        settings["layers_to_transform"] = parse_layers(script.layers_to_transform)
-    if script.mask_bias:
-        settings["mask_bias"] = True
-    if script.logits_dtype != "float32":
-        settings["logits_dtype"] = script.logits_dtype
+    settings.update(settings_flag_values(script))
     return settings
 
 
+def settings_flag_values(script: Any, flags=None) -> dict[str, Any]:
+    """The generated settings flags that were given, as `PruningConfig` keywords; a relaxation's constant given for
+    another relaxation (it would change nothing) and unparsable text are refused, naming the flag."""
+    flags = SETTINGS_FLAGS if flags is None else flags
+    try:
+        values = flag_values(script, flags)
+        if script.relaxation in RELAXATIONS:
+            unset_flags_check(values, flags, [relaxation_settings_class(script.relaxation)],
+                              f"--relaxation {script.relaxation}")
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    return values
+
+
 def parse_layers(text: str) -> list[int]:
-    """'0,2-4' -> [0, 2, 3, 4]."""
-    layers: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                start, end = (int(x) for x in part.split("-", 1))
-                layers.extend(range(start, end + 1))
-            elif part:
-                layers.append(int(part))
-        except ValueError as err:
-            raise UsageError(f"--layers_to_transform: {part!r} is not a layer index or a range like 2-5.") from err
-    return layers
+    """'0,2-4' -> [0, 2, 3, 4] (the `--layers_to_transform` text form; `granularity.weight.settings.parse_layers`)."""
+    try:
+        return _parse_layers(text) or []
+    except ValueError as err:
+        raise UsageError(str(err)) from err
 
 
 def resume_checkpoint(args) -> str | bool | None:

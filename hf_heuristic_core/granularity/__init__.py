@@ -11,17 +11,33 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .._registry import Registry
+from .settings import GranularitySettings
 
 GRANULARITIES = Registry("granularity", __name__, {
     "unit": "unit.granularity:UnitGranularity",
     "neuron": "neuron.granularity:NeuronGranularity",
     "weight": "weight.granularity:WeightGranularity",
 })
+# The torch-free half: each granularity's settings dataclass (the PruningConfig fields only it reads).
+GRANULARITY_SETTINGS = Registry("granularity", __name__, {
+    "unit": "unit.settings:UnitSettings",
+    "neuron": "neuron.settings:NeuronSettings",
+    "weight": "weight.settings:WeightSettings",
+})
 
 
 def register_granularity(name: str, cls: type) -> type:
-    """Make `PruningConfig(granularity=name)` use `cls` (a `granularity.base.Granularity` subclass)."""
+    """Make `PruningConfig(granularity=name)` use `cls` (a `granularity.base.Granularity` subclass); its settings are
+    `cls.settings_class` (the base `GranularitySettings` when it has none)."""
+    GRANULARITY_SETTINGS.register(name, getattr(cls, "settings_class", GranularitySettings))
     return GRANULARITIES.register(name, cls)
+
+
+def granularity_settings_class(name: str) -> type[GranularitySettings]:
+    """The settings dataclass of granularity `name`, torch-free for the built-in ones."""
+    if name in GRANULARITY_SETTINGS:
+        return GRANULARITY_SETTINGS.get(name)
+    return getattr(GRANULARITIES.get(name), "settings_class", GranularitySettings)
 
 
 def get_granularity(name: str) -> type:
@@ -55,5 +71,14 @@ def per_layer_kinds() -> set[str]:
             for kind in getattr(get_granularity(name), "per_layer_kinds", ())}
 
 
-__all__ = ["GRANULARITIES", "get_granularity", "granularity_for_kinds", "per_layer_kinds", "register_granularity",
-           "structured_kinds"]
+__all__ = [
+    "GRANULARITIES",
+    "GRANULARITY_SETTINGS",
+    "GranularitySettings",
+    "get_granularity",
+    "granularity_for_kinds",
+    "granularity_settings_class",
+    "per_layer_kinds",
+    "register_granularity",
+    "structured_kinds",
+]

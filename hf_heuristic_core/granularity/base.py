@@ -25,6 +25,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from ..ablation.means import ActivationSite
+from .settings import GranularitySettings
 
 __all__ = ["ActivationSite", "Granularity", "MaskKind", "MaskSource", "OwnedUnits", "UnitSizes"]
 
@@ -133,6 +134,8 @@ class Granularity(ABC):
     """Base class of the mask granularities (see the module docstring)."""
 
     name: ClassVar[str] = ""
+    # The torch-free dataclass of the PruningConfig fields only this granularity reads (`granularity/settings.py`).
+    settings_class: ClassVar[type[GranularitySettings]] = GranularitySettings
     # Ablation modes this granularity can apply; mean and resample need activations to stand in for masked ones.
     ablations: ClassVar[tuple[str, ...]] = ("zero",)
     # Relaxations it supports (None: every registered one).

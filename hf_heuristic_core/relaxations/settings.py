@@ -25,6 +25,9 @@ class RelaxationSettings:
     default_mask_samples: ClassVar[int] = 1
     # The paper's weight of the fixed penalty (sparsity_control="penalty"); None: no paper default.
     default_penalty_weight: ClassVar[float | None] = None
+    # Command-line flags generated from these fields (`cli.settings_flags`) default to None: unset, the config's (or
+    # the recipe's) value is used; they are listed by `--help-all` unless a field's metadata says `brief`.
+    cli_unset_by_default: ClassVar[bool] = True
 
     def validate(self) -> None:
         """Reject constants that would silently give meaningless masks (messages name `PruningConfig`'s field)."""

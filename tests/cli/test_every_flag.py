@@ -49,7 +49,10 @@ def _specs():
 
     return {
         "prune": ((PruneScriptArguments, PruningArguments),
-                  _source("cli/prune.py", "cli/prune_data.py", "cli/checks.py", "training/*.py"),
+                  # The settings flags are generated from the relaxations' and granularities' settings dataclasses and
+                  # passed whole to PruningConfig, whose relaxation or granularity reads them.
+                  _source("cli/prune.py", "cli/prune_data.py", "cli/checks.py", "training/*.py",
+                          "relaxations/*/relaxation.py", "granularity/*/granularity.py", "model.py"),
                   ["--model", "{model}", "--dataset", "d.jsonl", "--output_dir", "out"], parse_prune_arguments),
         "export": ((ExportScriptArguments,), _source("cli/export.py", "cli/export_checks.py"),
                    ["--model", "m", "--masks", "k", "--output_dir", "o"], plain(ExportScriptArguments)),
@@ -109,7 +112,10 @@ NOT_PARSED_HERE = {"deepspeed": "TrainingArguments loads the deepspeed package t
                    "ddp_backend": "TrainingArguments starts torch.distributed when parsing it",
                    "liger_kernel_config": "typed dict only: HfArgumentParser cannot parse it from any command line"}
 # Flags that are only valid together with another one.
-COMPANIONS = {"bf16": ["--use_cpu", "true"], "dataloader_prefetch_factor": ["--dataloader_num_workers", "1"]}
+COMPANIONS = {"bf16": ["--use_cpu", "true"], "dataloader_prefetch_factor": ["--dataloader_num_workers", "1"],
+              # A relaxation's constants are refused for another relaxation (they would change nothing).
+              **dict.fromkeys(("cs_init", "cs_beta", "cs_beta_max"), ["--relaxation", "continuous_sparsification"]),
+              **dict.fromkeys(("gumbel_init_prob", "gumbel_tau"), ["--relaxation", "gumbel_sigmoid"])}
 # TrainingArguments flags the stock Trainer reads only inside TrainingArguments itself (derived settings).
 READ_BY_TRAINING_ARGUMENTS = {"logging_steps", "save_steps", "use_cpu", "log_level", "log_level_replica",
                               "log_on_each_node", "ddp_backend", "ddp_timeout", "tf32", "gradient_checkpointing",

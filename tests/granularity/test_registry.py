@@ -12,7 +12,7 @@ import torch
 from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer, read_artifact
 from hf_heuristic_core.batching import PadCollator
 from hf_heuristic_core.errors import MaskShapeError, PruningError
-from hf_heuristic_core.granularity import GRANULARITIES, register_granularity
+from hf_heuristic_core.granularity import GRANULARITIES, GRANULARITY_SETTINGS, register_granularity
 from hf_heuristic_core.granularity.base import Granularity, MaskKind
 from tiny_models import LAYERS, logits_of, make_batch, second_token_labels, tiny_bert_classifier, tiny_model
 
@@ -53,6 +53,7 @@ def layer_scale():
         yield
     finally:
         GRANULARITIES._entries.pop("layer_scale", None)
+        GRANULARITY_SETTINGS._entries.pop("layer_scale", None)
 
 
 def _reference(model, scales, batch):

@@ -15,7 +15,7 @@ from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401
 from hf_heuristic_core import PrunableModel, PruningConfig, load_slim, save_slim
 from hf_heuristic_core.ablation.apply import mask_heads
 from hf_heuristic_core.architectures.resolve import resolve_architecture
-from hf_heuristic_core.granularity import GRANULARITIES, register_granularity
+from hf_heuristic_core.granularity import GRANULARITIES, GRANULARITY_SETTINGS, register_granularity
 from hf_heuristic_core.granularity.base import Granularity, MaskKind, OwnedUnits, UnitSizes
 from hf_heuristic_core.induction import parameter_gates, transfer_subnetwork
 
@@ -76,6 +76,7 @@ def kv_group_registered():
         yield
     finally:
         GRANULARITIES._entries.pop("kv_group", None)
+        GRANULARITY_SETTINGS._entries.pop("kv_group", None)
 
 
 @pytest.mark.usefixtures("kv_group_registered")

@@ -93,7 +93,7 @@ def test_every_relaxation_trains_on_every_granularity(relaxation, granularity):
 
 
 def test_an_unsupported_granularity_relaxation_pair_is_refused():
-    from hf_heuristic_core.granularity import GRANULARITIES, register_granularity
+    from hf_heuristic_core.granularity import GRANULARITIES, GRANULARITY_SETTINGS, register_granularity
     from hf_heuristic_core.granularity.unit import UnitGranularity
 
     class HardConcreteOnly(UnitGranularity):
@@ -107,6 +107,7 @@ def test_an_unsupported_granularity_relaxation_pair_is_refused():
             PrunableModel(tiny_model("bert"), PruningConfig(granularity="hc_only_units", relaxation="gumbel_sigmoid"))
     finally:
         GRANULARITIES._entries.pop("hc_only_units", None)
+        GRANULARITY_SETTINGS._entries.pop("hc_only_units", None)
 
 
 def test_hard_concrete_keeps_its_topk_default():

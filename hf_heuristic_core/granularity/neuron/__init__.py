@@ -1,5 +1,29 @@
-"""The `neuron` granularity: one mask per MLP intermediate neuron."""
+"""The `neuron` granularity: one mask per MLP intermediate neuron: `settings` (torch-free, composed into
+`PruningConfig`) and `granularity` (the torch side).
 
-from .granularity import NeuronGranularity
+The granularity module is imported on first attribute access, so importing the settings (a config, `--help`) never
+imports torch; `from hf_heuristic_core.granularity.neuron import X` keeps working for every name it defines.
+"""
 
-__all__ = ["NeuronGranularity"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import settings
+from .settings import *
+from .settings import NeuronSettings
+
+# The names of the torch-side modules (imported on first use), and the module each lives in.
+_LAZY_NAMES = {'NeuronGranularity': 'granularity'}
+__all__ = [*_LAZY_NAMES, *settings.__all__]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -19,12 +19,15 @@ from ...ablation.apply import mask_block
 from ...architectures.resolve import input_width, resolve_architecture
 from ...errors import UnsupportedArchitectureError
 from ..base import ActivationSite, Granularity, MaskKind, MaskSource, OwnedUnits, UnitSizes
+from .settings import NeuronSettings
 
 __all__ = ["NeuronGranularity"]
 
 
 class NeuronGranularity(Granularity):
     """MLP intermediate neurons of every stack of a Transformers model (see the module docstring)."""
+
+    settings_class = NeuronSettings
 
     name = "neuron"
     ablations = ("mean", "zero", "resample")

@@ -20,6 +20,7 @@ from ...ablation.apply import mask_block, mask_heads
 from ...ablation.means import after_output_dropout
 from ...architectures.resolve import ResolvedStack, resolve_architecture
 from ..base import ActivationSite, Granularity, MaskKind, MaskSource, OwnedUnits, UnitSizes
+from .settings import UnitSettings
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ _TITLE = {"": "", "encoder": "encoder ", "decoder": "decoder "}
 
 class UnitGranularity(Granularity):
     """Heads and MLP blocks of every stack of a Transformers model (see the module docstring)."""
+
+    settings_class = UnitSettings
 
     name = "unit"
     ablations = ("mean", "zero", "resample")

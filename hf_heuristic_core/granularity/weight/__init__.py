@@ -1,6 +1,29 @@
-"""The `weight` granularity: one mask logit per parameter entry of selected Linear / Conv1D modules."""
+"""The `weight` granularity: one mask logit per parameter entry of selected Linear / Conv1D modules: `settings`
+(torch-free, composed into `PruningConfig`), `granularity` and `selection` (the torch side).
 
-from .granularity import WeightGranularity
-from .selection import select_parameters
+The granularity module is imported on first attribute access, so importing the settings (a config, `--help`) never
+imports torch; `from hf_heuristic_core.granularity.weight import X` keeps working for every name it defines.
+"""
 
-__all__ = ["WeightGranularity", "select_parameters"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import settings
+from .settings import *
+from .settings import WeightSettings
+
+# The names of the torch-side modules (imported on first use), and the module each lives in.
+_LAZY_NAMES = {'WeightGranularity': 'granularity', 'select_parameters': 'selection'}
+__all__ = [*_LAZY_NAMES, *settings.__all__]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,6 +18,7 @@ from torch.nn.utils import parametrize
 
 from ..base import Granularity, MaskKind, MaskSource
 from .selection import MaskedParameter, describe_selection, layer_of, select_parameters
+from .settings import WeightSettings
 
 __all__ = ["WeightGranularity", "WeightMask"]
 
@@ -56,6 +57,8 @@ class _ParametrizationHandle:
 
 class WeightGranularity(Granularity):
     """Weights (and optionally biases) of selected Linear / Conv1D modules of any `nn.Module`."""
+
+    settings_class = WeightSettings
 
     name = "weight"
     ablations = ("zero",)

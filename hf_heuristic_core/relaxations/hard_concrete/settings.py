@@ -15,7 +15,10 @@ __all__ = ["HardConcreteSettings"]
 class HardConcreteSettings(RelaxationSettings):
     """The hard-concrete distribution's constants (Louizos et al. 2018, as in CoFi / The Heuristic Core)."""
 
-    init_mean: float = field(default=10.0, metadata={"help": "Mean of the initial log_alpha (the paper: 10)."})
+    init_mean: float = field(default=10.0, metadata={
+        "help": "Mean of the initial log_alpha (the paper: 10).", "brief": True,
+        "cli_help": "Mean of the initial mask logits (PruningConfig.init_mean). Default: the recipe's (paper 10, short "
+                    "3; docs/guides/pruning.md, 'Recipes'). With the short recipe a value of 10 reads as unset."})
     init_std: float = field(default=0.01, metadata={"help": "Std of the initial log_alpha (the paper: 0.01)."})
     temperature: float = field(default=2.0 / 3.0, metadata={"help": "Hard-concrete beta (the paper: 2/3)."})
     limit_left: float = field(default=-0.1, metadata={"help": "Stretch interval's left end l (the paper: -0.1)."})
