@@ -19,8 +19,7 @@ See docs/guides/circuits.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(["MibCircuit", "MibConfig", "MibFormatError", "mib_config", "mib_document", "read_mib_circuit",
@@ -40,7 +39,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, _ = lazy_exports(__name__, _EXPORTS)

@@ -8,31 +8,14 @@ granularity's settings object. Nothing here imports torch: building a config, an
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+
+from ..method_settings import MethodSettings
 
 __all__ = ["GranularitySettings"]
 
 
 @dataclass(kw_only=True)
-class GranularitySettings:
-    """Base of a granularity's settings; a granularity without settings of its own uses it as is."""
-
-    # Command-line flags generated from these fields (`cli.settings_flags`) default to the field's default.
-    cli_unset_by_default: ClassVar[bool] = False
-
-    def validate(self) -> None:
-        """Reject values that would silently give meaningless masks (messages name `PruningConfig`'s field)."""
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
-    def from_config(cls, config: Any) -> "GranularitySettings":
-        """These settings read off a `PruningConfig` (or any object with the same attribute names)."""
-        return cls(**{name: getattr(config, name) for name in cls.field_names() if hasattr(config, name)})
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+class GranularitySettings(MethodSettings):
+    """Base of a granularity's settings; a granularity without settings of its own uses it as is. Command-line
+    flags generated from its fields default to the field's default (`MethodSettings.cli_unset_by_default`)."""

@@ -8,15 +8,16 @@ torch: building or validating a config, and `--help`, stay fast.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from ..method_settings import MethodSettings
 
 __all__ = ["RelaxationSettings"]
 
 
 @dataclass(kw_only=True)
-class RelaxationSettings:
+class RelaxationSettings(MethodSettings):
     """Base of a relaxation's settings; a relaxation without constants uses it as is."""
 
     # The binarization rule its paper uses when PruningConfig(binarization=None): "topk" or "threshold".
@@ -28,18 +29,3 @@ class RelaxationSettings:
     # Command-line flags generated from these fields (`cli.settings_flags`) default to None: unset, the config's (or
     # the recipe's) value is used; they are listed by `--help-all` unless a field's metadata says `brief`.
     cli_unset_by_default: ClassVar[bool] = True
-
-    def validate(self) -> None:
-        """Reject constants that would silently give meaningless masks (messages name `PruningConfig`'s field)."""
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
-    def from_config(cls, config: Any) -> "RelaxationSettings":
-        """These settings read off a `PruningConfig` (or any object with the same attribute names)."""
-        return cls(**{name: getattr(config, name) for name in cls.field_names() if hasattr(config, name)})
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)

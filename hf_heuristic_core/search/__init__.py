@@ -10,8 +10,7 @@ Names are imported from their modules on first use, so `search.defaults` stays t
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 _STRATEGY_NAMES = ("STRATEGIES", "SearchStrategy", "get_strategy", "register_strategy")
 _RUN_NAMES = (
@@ -38,10 +37,5 @@ _RUN_NAMES = (
 __all__ = [*_RUN_NAMES, *_STRATEGY_NAMES]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = ".strategies" if name in _STRATEGY_NAMES else ".run"
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, _ = lazy_exports(__name__, {**dict.fromkeys(_RUN_NAMES, "run"),
+                                         **dict.fromkeys(_STRATEGY_NAMES, "strategies")})

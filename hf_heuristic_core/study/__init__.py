@@ -5,15 +5,9 @@ Names are imported on first use (`study.run` itself is light: torch loads when a
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 __all__ = ["StudyArguments", "run_study", "write_study_report"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".run", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, _ = lazy_exports(__name__, dict.fromkeys(__all__, "run"))

@@ -5,19 +5,15 @@ Both are imported on first use, so the torch-free `training.fields` (which `prun
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 __all__ = ["PruningArguments", "PruningTrainer"]
 _EXPORTS = {"PruningArguments": "arguments", "PruningTrainer": "trainer"}
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, _ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -7,9 +7,7 @@ imports torch; `from hf_heuristic_core.granularity.neuron import X` keeps workin
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..._lazy import lazy_exports
 from . import settings
 from .settings import *
 from .settings import NeuronSettings
@@ -19,11 +17,4 @@ _LAZY_NAMES = {'NeuronGranularity': 'granularity'}
 __all__ = [*_LAZY_NAMES, *settings.__all__]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY_NAMES)

@@ -8,9 +8,7 @@ it defines.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..._lazy import lazy_exports
 from . import settings
 from .settings import *  # noqa: F401,F403 (the settings names)
 from .settings import HardConcreteSettings  # noqa: F401 (the settings class, torch-free)
@@ -21,13 +19,4 @@ _LAZY_NAMES = ("COFI_SOFT_MASK_SCALE", "HardConcrete")
 __all__ = [*_LAZY_NAMES, *settings.__all__]
 
 
-def __getattr__(name: str) -> Any:
-    module = importlib.import_module(f"{__name__}.relaxation")
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(_LAZY_NAMES, "relaxation"), fallback="relaxation")
