@@ -120,11 +120,12 @@ def accuracy(model: nn.Module, data: tuple[torch.Tensor, torch.Tensor]) -> float
 
 
 # ------------------------------------------------------------------------------------------------ training
-def batches(n: int, size: int, generator: torch.Generator, limit: int | None = None) -> list[torch.Tensor]:
-    order = torch.randperm(n, generator=generator)
+def batches(n: int, size: int, generator: torch.Generator, limit: int | None = None,
+            device: str = "cpu") -> list[torch.Tensor]:
+    order = torch.randperm(n, generator=generator)     # CPU generator: the same order on every device
     if limit is not None:
         order = order[:limit]
-    return [order[i:i + size] for i in range(0, len(order), size)]
+    return [order[i:i + size].to(device) for i in range(0, len(order), size)]
 
 
 def train_base(model: BertModel, data: dict[str, Any], args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -136,7 +137,7 @@ def train_base(model: BertModel, data: dict[str, Any], args: argparse.Namespace,
     best = (float("inf"), None, -1)
     for epoch in range(args.base_epochs):
         model.train()
-        for index in batches(len(y), 64, generator):
+        for index in batches(len(y), 64, generator, device=args.device):
             loss = nn.functional.cross_entropy(odd_logits(model, x[index]), y[index])
             optimizer.zero_grad()
             loss.backward()
@@ -163,7 +164,7 @@ def train_mask(pm: PrunableModel, subtask: str, init: float, lr: float, lam: flo
     optimizer = torch.optim.Adam([p for _, p in pm.mask_logits.items()], lr=lr)
     pm.train()
     for epoch in range(args.mask_epochs):
-        for index in batches(len(y), 64, generator, args.mask_epoch_examples):
+        for index in batches(len(y), 64, generator, args.mask_epoch_examples, device=args.device):
             loss = nn.functional.cross_entropy(odd_logits(pm, x[index]), y[index])
             loss = loss + sparsity_penalty(pm, lam, len(index))
             optimizer.zero_grad()
@@ -204,8 +205,11 @@ def make_data(seed: int, args: argparse.Namespace, vocab: AgreementVocabulary) -
     generator = torch.Generator().manual_seed(10_000 + seed)
     tasks = ("compositional", "sr1", "sr2", "odd_sr1", "odd_sr2")
     sizes = {"train": args.train_examples, "validation": args.validation_examples, "test": args.test_examples}
-    return {split: {task: odd_one_out(task, n, generator, vocab, nuisance=True) for task in tasks}
+    data = {split: {task: odd_one_out(task, n, generator, vocab, nuisance=True) for task in tasks}
             for split, n in sizes.items()}
+    # Generated on the CPU (same problems on every device), then moved where the model runs.
+    return {split: {task: tuple(t.to(args.device) for t in pair) for task, pair in tasks_.items()}
+            for split, tasks_ in data.items()}
 
 
 def evaluate(pm: PrunableModel, masks: dict[str, torch.Tensor], subtask: str, test: dict[str, Any],
@@ -230,10 +234,10 @@ def evaluate(pm: PrunableModel, masks: dict[str, torch.Tensor], subtask: str, te
 def run_seed(seed: int, args: argparse.Namespace, vocab: AgreementVocabulary, folder: Path) -> dict[str, Any]:
     start = time.time()
     data = make_data(seed, args, vocab)
-    model = build_model(seed, args, vocab)
+    model = build_model(seed, args, vocab).to(args.device)
     base_file = folder / f"base{seed}.pt"
     if base_file.exists():
-        saved = torch.load(base_file, weights_only=False)
+        saved = torch.load(base_file, weights_only=False, map_location=args.device)
         model.load_state_dict(saved["state_dict"])
         training = saved["training"]
     else:
@@ -268,7 +272,7 @@ def write_masks_folder(pm: PrunableModel, out: dict[str, Any], folder: Path, tar
     for subtask in SUBTASKS:
         chosen = out[subtask]["chosen"]
         masks = torch.load(mask_file(folder, seed, subtask, chosen["init"], chosen["lr"], chosen["lambda"]),
-                           weights_only=False)
+                           weights_only=False, map_location=args.device)
         with pm.masks_applied(masks):
             pm.save_pretrained(target / subtask)
     accuracy: dict[str, dict[str, float]] = {"full": {"sr1": out["base"]["odd_sr1"]["accuracy"],
@@ -309,7 +313,7 @@ def run_subtask(pm: PrunableModel, subtask: str, seed: int, data: dict[str, Any]
     for mask_seed in args.mask_seeds:
         if mask_seed == 0:    # the search's run of the chosen setting is mask seed 0 (same seed, same data order)
             masks = torch.load(mask_file(folder, seed, subtask, best["init"], best["lr"], best["lambda"]),
-                               weights_only=False)
+                               weights_only=False, map_location=args.device)
         else:
             masks = train_mask(pm, subtask, best["init"], best["lr"], best["lambda"], data, args,
                                seed + 100 * mask_seed)
@@ -345,6 +349,29 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "chosen_without_passing_90": sum(m["chosen_without_passing_90"] for m in masks), "paper": PAPER}
 
 
+# Settings that decide what a run directory's base models, searches and masks are; resuming with others would
+# silently mix runs (a base model of another width or epoch count, masks of another schedule).
+RUN_DIR_SETTINGS = ("hidden", "layers", "heads", "words_per_class", "train_examples", "validation_examples",
+                    "test_examples", "base_lr", "base_epochs", "mask_epochs", "mask_epoch_examples")
+
+
+def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
+    """Refuse to resume a run directory made with other settings; record them on first use."""
+    wanted = {key: getattr(args, key) for key in RUN_DIR_SETTINGS}
+    record = folder / "run_settings.json"
+    if record.exists():
+        found = json.loads(record.read_text())
+        differ = {k: (found.get(k), v) for k, v in wanted.items() if found.get(k) != v}
+        if differ:
+            raise SystemExit(f"--run_dir {folder} holds runs made with other settings ({differ}, as (saved, given)); "
+                             "give a new --run_dir or the saved settings.")
+    elif any(folder.glob("base*.pt")):
+        raise SystemExit(f"--run_dir {folder} holds base models but no run_settings.json (an older revision of this "
+                         "script), so their settings are unknown; give a new --run_dir.")
+    else:
+        atomic_write_text(record, json.dumps(wanted, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -368,6 +395,8 @@ def main() -> None:
     parser.add_argument("--subtasks", default="sr1,sr2", help="subroutines whose masks are trained")
     parser.add_argument("--random_controls", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (data, model and masks live there; the "
+                        "problems and batch orders are drawn on the CPU, so they are the same on every device)")
     parser.add_argument("--run_dir", default="runs/repro_lepori", help="base models and searches (resumable)")
     parser.add_argument("--masks_dir", default=None,
                         help="save the first seed's two masks and a subtasks.json here (for hf-heuristic-core analyze)")
@@ -383,6 +412,7 @@ def main() -> None:
     vocab = AgreementVocabulary(words_per_class=args.words_per_class)
     folder = Path(args.run_dir)
     folder.mkdir(parents=True, exist_ok=True)
+    check_run_dir(folder, args)
     start = time.time()
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
