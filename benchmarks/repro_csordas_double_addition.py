@@ -168,6 +168,9 @@ def train_mask(pm: PrunableModel, name: str, pairs: tuple[int, ...], train: torc
         pm.generator.set_state(saved["generator"].cpu())
         state = saved["state"]
         print(f"  mask {name}: resumed at step {state['step']}", flush=True)
+    if state["step"] > args.mask_steps:
+        raise SystemExit(f"{checkpoint} is at mask step {state['step']}, past --mask_steps {args.mask_steps}; its "
+                         "masks are not the ones asked for. Give a new --run_dir or --mask_steps >= that step.")
     start = time.time() - state["seconds"]
     pm.train()
     while state["step"] < args.mask_steps:
@@ -306,6 +309,47 @@ def print_summary(summary: dict[str, Any]) -> None:
     print(f"goal: {summary['goal']}")
 
 
+# Settings that decide what a run directory's checkpoints are (--mask_steps may grow: a resumed mask trains on).
+RUN_DIR_SETTINGS = ("hidden", "base_steps", "alpha", "mask_lr", "mask_init", "mask_samples", "grad_clip", "batch",
+                    "train_size", "valid_size")
+
+
+def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
+    """Refuse to resume checkpoints made with other settings; record them on first use."""
+    wanted = {key: getattr(args, key) for key in RUN_DIR_SETTINGS}
+    record = folder / "run_settings.json"
+    if record.exists():
+        found = json.loads(record.read_text())
+        differ = {k: (found.get(k), v) for k, v in wanted.items() if found.get(k) != v}
+        if differ:
+            raise SystemExit(f"--run_dir {folder} holds checkpoints made with other settings ({differ}, as (saved, "
+                             "given)); give a new --run_dir or the saved settings.")
+    elif any(folder.glob("seed*/base.pt")):
+        raise SystemExit(f"--run_dir {folder} holds checkpoints but no run_settings.json (an older revision of this "
+                         "script), so their settings are unknown; give a new --run_dir.")
+    else:
+        atomic_write_text(record, json.dumps(wanted, indent=2) + "\n")
+
+
+def merge_outputs(paths: list[str]) -> dict[str, Any]:
+    """One result from the --output files of several runs of one setting (e.g. one process per seed on a GPU)."""
+    results = [json.loads(Path(path).read_text()) for path in paths]
+    keys = [k for k in RUN_DIR_SETTINGS + ("mask_steps", "eval_every", "reference_mask")]
+    first = {k: results[0]["settings"].get(k) for k in keys}
+    for path, result in zip(paths, results):
+        mine = {k: result["settings"].get(k) for k in keys}
+        if mine != first:
+            raise SystemExit(f"--merge: {path} was made with other settings ({mine} vs {first}).")
+    runs = sorted((run for result in results for run in result["runs"]), key=lambda run: run["seed"])
+    seeds = [run["seed"] for run in runs]
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--merge: a seed appears twice ({seeds}).")
+    merged = {k: v for k, v in results[0].items() if k not in ("runs", "summary", "seconds")}
+    merged["settings"] = {**results[0]["settings"], "seeds": ",".join(map(str, seeds)), "output": None}
+    return {**merged, "runs": runs, "summary": summarize(runs), "merged_from": paths,
+            "seconds_per_file": dict(zip(paths, (r["seconds"] for r in results)))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -328,10 +372,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (data, model and masks all live there)")
     parser.add_argument("--run_dir", default="runs/repro_csordas", help="checkpoints (resumable)")
     parser.add_argument("--output", default=None, help="results JSON, rewritten after every seed")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="join the --output files of runs of one setting (other seeds) into --output and stop")
     args = parser.parse_args()
+    if args.merge:
+        merged = merge_outputs(args.merge)
+        print_summary(merged["summary"])
+        if args.output:
+            atomic_write_text(args.output, json.dumps(merged, indent=2) + "\n")
+        return
     torch.set_num_threads(args.threads)
     train = tuples(args.train_size, 0x12345678).to(args.device)
     valid = encode(tuples(args.valid_size, 0x12345678 + 2).to(args.device))
+    Path(args.run_dir).mkdir(parents=True, exist_ok=True)
+    check_run_dir(Path(args.run_dir), args)
     start = time.time()
     runs = []
     results: dict[str, Any] = {"settings": vars(args), "paper_table1": PAPER_TABLE1, "paper_table1_std":

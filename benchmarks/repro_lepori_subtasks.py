@@ -372,6 +372,30 @@ def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
         atomic_write_text(record, json.dumps(wanted, indent=2) + "\n")
 
 
+def merge_outputs(paths: list[str]) -> dict[str, Any]:
+    """One result from several `--output` files of the same settings (e.g. one process per base seed and subroutine
+    on a GPU): the runs of each base seed are joined (subroutines from either file), then summarized."""
+    by_seed: dict[int, dict[str, Any]] = {}
+    settings, seconds = None, {}
+    for path in paths:
+        result = json.loads(Path(path).read_text())
+        mine = {k: v for k, v in result["settings"].items() if k in RUN_DIR_SETTINGS}
+        if settings is not None and mine != settings:
+            raise SystemExit(f"--merge: {path} was made with other settings ({mine} vs {settings}); merge only runs "
+                             "of one setting.")
+        settings = mine
+        seconds[path] = result["seconds"]
+        for run in result["runs"]:
+            joined = by_seed.setdefault(run["seed"], {})
+            for key, value in run.items():
+                if key in SUBTASKS and key in joined:
+                    raise SystemExit(f"--merge: base seed {run['seed']} {key} appears twice ({path}).")
+                joined.setdefault(key, value)
+    runs = [by_seed[seed] for seed in sorted(by_seed)]
+    return {"runs": runs, "summary": summarize(runs), "seconds_per_file": seconds, "settings": settings,
+            "merged_from": paths}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -401,7 +425,15 @@ def main() -> None:
     parser.add_argument("--masks_dir", default=None,
                         help="save the first seed's two masks and a subtasks.json here (for hf-heuristic-core analyze)")
     parser.add_argument("--output", default=None, help="results JSON, rewritten after every base model")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="join the --output files of several runs of one setting into --output and stop")
     args = parser.parse_args()
+    if args.merge:
+        merged = merge_outputs(args.merge)
+        print(json.dumps(merged["summary"], indent=1))
+        if args.output:
+            atomic_write_text(args.output, json.dumps(merged, indent=2) + "\n")
+        return
     args.inits = [float(v) for v in args.inits.split(",")]
     args.mask_lrs = [float(v) for v in args.mask_lrs.split(",")]
     args.mask_lambdas = [float(v) for v in args.mask_lambdas.split(",")]
