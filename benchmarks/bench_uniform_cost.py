@@ -34,6 +34,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
 import transformers  # noqa: E402
 
 from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer  # noqa: E402
@@ -59,6 +60,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workdir", default="/tmp/bench_uniform_cost")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--reuse-pruned", action="store_true",
+                        help="score the pruning runs already under WORKDIR/prune-SEED (their saved logits) instead of "
+                             "training again; a seed without one is trained")
     return parser.parse_args()
 
 
@@ -123,6 +127,38 @@ def hans_sample(path: str, per_subcase: int):
     return concatenate_datasets(parts)
 
 
+def score_subnetworks(prunable: PrunableModel, entry: dict, seed: int, id_eval, hans_tok, collator,
+                      args: argparse.Namespace) -> dict:
+    """Binarize one run's logits three ways and score each: free top-k, uniform, and free top-k keeping as many
+    units as the uniform one (its rounding can keep more than the target; this row compares at equal size)."""
+    for name, uniform in (("free", False), ("uniform", True), ("free_same_units", False)):
+        prunable.pruning_config.uniform_layers = uniform
+        sparsity = args.sparsity
+        if name == "free_same_units":
+            sparsity = 1 - entry["uniform"]["units_kept"] / entry["uniform"]["units_total"]
+        masks = prunable.get_masks(binary=True, sparsity=sparsity)
+        prunable.set_masks(**masks)
+        report = prunable.sparsity_report(masks)
+        row = {"heads_per_layer": [int(v) for v in masks["heads"].sum(dim=1)],
+               "mlps": [int(v) for v in masks["mlps"]], "units_kept": report["units_kept"],
+               "units_total": report["units_total"], "sparsity": report["sparsity"],
+               "id": evaluate(prunable, id_eval, collator),
+               **{n: evaluate(prunable, d, collator) for n, d in hans_tok.items()}}
+        if uniform:
+            slim = prunable.export_slim(ablation="mean", uniform=True)
+            row["slim_stock"] = slim.config.hf_heuristic_core_slim["stock"]
+            row["slim_parameters"] = slim.config.hf_heuristic_core_slim["parameters"]
+        entry[name] = row
+        logger.info("seed %d %s: kept %d, heads/layer %s, mlps %s, ID KL %.4f acc %.3f, HANS acc %.3f", seed,
+                    name, row["units_kept"], row["heads_per_layer"], row["mlps"], row["id"]["kl"],
+                    row["id"]["accuracy"], row["hans"]["accuracy"])
+    if entry["free_same_units"]["units_kept"] != entry["uniform"]["units_kept"]:
+        matched, uniform_kept = entry["free_same_units"]["units_kept"], entry["uniform"]["units_kept"]
+        raise RuntimeError(f"seed {seed}: the size-matched free subnetwork kept {matched} units, the uniform one "
+                           f"{uniform_kept}; the comparison would be unfair.")
+    return entry
+
+
 def main() -> None:
     args = parse()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -154,6 +190,15 @@ def main() -> None:
         started = time.perf_counter()
         model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir)
         prunable = PrunableModel(model, PruningConfig(init_mean=3.0))
+        saved = workdir / f"prune-{seed}"
+        if args.reuse_pruned and (saved / "masks.safetensors").is_file():
+            prunable.load_mask_state_dict(load_file(saved / "masks.safetensors"))
+            extra = json.loads((saved / "pruning_config.json").read_text()).get("extra", {})
+            entry = {"prune_seconds": None, "reused": str(saved), "convergence": extra.get("convergence")}
+            results["seeds"][str(seed)] = score_subnetworks(prunable, entry, seed, id_eval, hans_tok, collator, args)
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+            continue
         prunable.compute_means(train.select(range(256)), collate_fn=collator, show_progress=False)
         training = PruningArguments(
             output_dir=str(workdir / f"prune-{seed}"), target_sparsity=args.sparsity,
@@ -169,30 +214,15 @@ def main() -> None:
             results["full_model"] = {"id_accuracy": _plain_accuracy(prunable, id_eval, collator),
                                      **{f"{n}_accuracy": _plain_accuracy(prunable, d, collator)
                                         for n, d in hans_tok.items()}}
-        for name, uniform in (("free", False), ("uniform", True)):
-            prunable.pruning_config.uniform_layers = uniform
-            masks = prunable.get_masks(binary=True, sparsity=args.sparsity)
-            prunable.set_masks(**masks)
-            report = prunable.sparsity_report(masks)
-            row = {"heads_per_layer": [int(v) for v in masks["heads"].sum(dim=1)],
-                   "mlps": [int(v) for v in masks["mlps"]], "units_kept": report["units_kept"],
-                   "sparsity": report["sparsity"], "id": evaluate(prunable, id_eval, collator),
-                   **{n: evaluate(prunable, d, collator) for n, d in hans_tok.items()}}
-            if uniform:
-                slim = prunable.export_slim(ablation="mean", uniform=True)
-                row["slim_stock"] = slim.config.hf_heuristic_core_slim["stock"]
-                row["slim_parameters"] = slim.config.hf_heuristic_core_slim["parameters"]
-            entry[name] = row
-            logger.info("seed %d %s: kept %d, heads/layer %s, mlps %s, ID KL %.4f acc %.3f, HANS acc %.3f", seed,
-                        name, row["units_kept"], row["heads_per_layer"], row["mlps"], row["id"]["kl"],
-                        row["id"]["accuracy"], row["hans"]["accuracy"])
-        results["seeds"][str(seed)] = entry
+        results["seeds"][str(seed)] = score_subnetworks(prunable, entry, seed, id_eval, hans_tok, collator, args)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
     summary = {}
-    for name in ("free", "uniform"):
-        rows = [entry[name] for entry in results["seeds"].values()]
+    for name in ("free", "uniform", "free_same_units"):
+        rows = [entry[name] for entry in results["seeds"].values() if name in entry]
+        if not rows:
+            continue
         summary[name] = {f"{split}_{metric}": statistics.mean(r[split][metric] for r in rows)
                          for split in ("id", "hans", "hans_entailed", "hans_non_entailed")
                          for metric in ("kl", "accuracy")}
