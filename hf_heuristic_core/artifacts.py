@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 
 from .config import CONFIG_NAME, PruningConfig
 from .errors import ArtifactError, MaskShapeError
+from .granularity.unit.granularity import UnitGranularity
 from .artifact_packing import pack_weight_tensors, unpack_tensors
 from .io_utils import atomic_write_many
 
@@ -49,11 +50,11 @@ class MaskArtifact:
 
     @property
     def heads(self) -> torch.Tensor | None:
-        return self.masks.get("heads")
+        return self.masks.get(UnitGranularity.head_kind)
 
     @property
     def mlps(self) -> torch.Tensor | None:
-        return self.masks.get("mlps")
+        return self.masks.get(UnitGranularity.block_kind)
 
 
 def upgrade_mask_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -276,7 +277,8 @@ def read_artifact(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> MaskA
     version = metadata.get("format_version")
     tensors = unpack_tensors(tensors, config.mask_shapes)
     masks = {key[len("mask."):]: value for key, value in tensors.items() if key.startswith("mask.")}
-    if metadata.get("format") != FORMAT or not masks or (version == "1" and not {"heads", "mlps"} <= set(masks)):
+    version_1_kinds = set(UnitGranularity.mask_kinds)    # format 1 always held both unit kinds
+    if metadata.get("format") != FORMAT or not masks or (version == "1" and not version_1_kinds <= set(masks)):
         raise ArtifactError(f"{masks_path} is not a hf_heuristic_core mask file (missing format tag or masks).")
     if version not in READABLE_VERSIONS:
         raise ArtifactError(f"{masks_path} has format version {version!r}; this release reads {READABLE_VERSIONS}. "

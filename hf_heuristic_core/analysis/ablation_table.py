@@ -15,7 +15,7 @@ import torch
 
 from ..evaluation.subnetwork import evaluate_subnetwork
 from ..model import PrunableModel
-from .units import Unit, all_units, group_label, masks_without, parse_unit, unit_label
+from .units import HEAD_KIND, Unit, all_units, group_label, masks_without, parse_unit, unit_label
 
 __all__ = ["AblationRow", "AblationTable", "ablation_table"]
 
@@ -65,7 +65,7 @@ class AblationTable:
 
 def ablation_table(model: PrunableModel, eval_sets: Mapping[str, Any], units: Sequence[Any], *,
                    core: Sequence[Any] | None = None, joint: Sequence[Sequence[Any]] | None = None,
-                   non_core_sample: int | None = None, non_core_kinds: Sequence[str] = ("heads",),
+                   non_core_sample: int | None = None, non_core_kinds: Sequence[str] = (HEAD_KIND,),
                    mode: str = "mean", seed: int = 0, batch_size: int = 32, collate_fn: Any = None,
                    collapse_to_entailment: Any = "auto", entailment_id: int = 0,
                    full_model_cache: dict | None = None, show_progress: bool = True) -> AblationTable:
@@ -122,7 +122,7 @@ def ablation_table(model: PrunableModel, eval_sets: Mapping[str, Any], units: Se
     progress.close()
     non_core = [AblationRow(unit_label(u), [u], "single", single_accuracy[u], delta[u]) for u in pool]
     if pool:
-        kind_word = "head" if set(kinds) == {"heads"} else "unit"
+        kind_word = "head" if set(kinds) == {HEAD_KIND} else "unit"
         rows.append(AblationRow(
             f"average non-core {kind_word} (n={len(pool)})", pool, "non_core_average",
             {n: float(np.mean([single_accuracy[u][n] for u in pool])) for n in full},

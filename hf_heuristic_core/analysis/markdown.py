@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .units import sparsity_tag
+from .units import BLOCK_KIND, HEAD_KIND, sparsity_tag
 
 __all__ = ["render_markdown"]
 
@@ -87,7 +87,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
               "the MLP column is the layer's MLP block, when MLP blocks were pruned).", ""]
     for tag, entry in stats["per_sparsity"].items():
         freq, mlp = entry["head_frequency"], entry["mlp_frequency"]
-        with_mlp = entry["core"]["mlps"] is not None
+        with_mlp = entry["core"][BLOCK_KIND] is not None
         lines += [f"### {entry['sparsity']:.0%} sparsity ({entry['num_masks']} seeds)", ""]
         lines += _table(["layer", *[f"H{h}" for h in range(len(freq[0]))], *(["MLP"] if with_mlp else [])],
                         [[f"L{l}", *row, *([mlp[l]] if with_mlp else [])] for l, row in enumerate(freq)])
@@ -100,8 +100,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                      "core heads", "core MLPs"],
                     [[f"{e['sparsity']:.0%}", e["num_masks"], e["core"]["num_heads"],
                       f"{e['core']['head_sparsity']:.3f}", e["core"]["size"], f"{e['core']['chance_size']:.3g}",
-                      ", ".join(e["core"]["heads"]) or "none",
-                      "not pruned" if e["core"]["mlps"] is None else ", ".join(e["core"]["mlps"]) or "none"]
+                      ", ".join(e["core"][HEAD_KIND]) or "none",
+                      "not pruned" if e["core"][BLOCK_KIND] is None else ", ".join(e["core"][BLOCK_KIND]) or "none"]
                      for e in stats["per_sparsity"].values()])
 
     if stats["spearman"]:

@@ -28,7 +28,7 @@ from .report_settings import AnalyzeSettings
 from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
 from .statistics import load_run_masks, mask_statistics
 from .subtask_report import read_subtask_declaration, subtask_markdown, subtask_section
-from .units import parse_unit, sparsity_tag, unit_kind, unit_label
+from .units import BLOCK_KIND, HEAD_KIND, parse_unit, sparsity_tag, unit_kind, unit_label
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ def _pick_core(stats: Mapping[str, Any], core_sparsity: float | None) -> tuple[f
                              f"{[e['sparsity'] for e in entries]}.")
         entry = chosen[0]
     else:
-        entry = next((e for e in reversed(entries) if e["core"]["heads"] or e["core"]["mlps"]), entries[-1])
-    return entry["sparsity"], [parse_unit(u) for u in entry["core"]["heads"] + (entry["core"]["mlps"] or [])]
+        entry = next((e for e in reversed(entries) if e["core"][HEAD_KIND] or e["core"][BLOCK_KIND]), entries[-1])
+    return entry["sparsity"], [parse_unit(u) for u in entry["core"][HEAD_KIND] + (entry["core"][BLOCK_KIND] or [])]
 
 
 def _load_model(manifest: Mapping[str, Any], path: str | None) -> Any:
@@ -328,7 +328,7 @@ def _attention_of_core(loaded: Mapping[str, Any], collected: _Collected, setting
     """Phase 4b: attention patterns of the core's heads."""
     if "model" not in loaded:
         return {"skipped": loaded.get("skipped")}
-    core_heads = [u for u in collected.core_units if unit_kind(u) == "heads"]
+    core_heads = [u for u in collected.core_units if unit_kind(u) == HEAD_KIND]
     frequency = collected.stats["per_sparsity"][sparsity_tag(collected.core_sparsity)]["head_frequency"]
     section = _attention_section(loaded["model"], loaded["tokenizer"], loaded["eval_sets"], core_heads, frequency,
                                  settings.attention_set, settings.attention_examples, settings.heatmaps,

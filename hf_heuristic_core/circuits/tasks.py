@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UsageError
+from ..table_checks import load_dataset_checked
 from .ioi import generate_ioi, tokenize_ioi
 
 __all__ = ["GENERATED_TASKS", "circuit_task_data"]
@@ -37,7 +38,6 @@ def circuit_task_data(source: str, tokenizer: Any, *, causal_lm: bool, size: int
         from ..data.tokenize import tokenize_dataset
         data = generate_nli(train_size=0, id_eval_size=size, ood_eval_size_per_subcase=0, seed=seed)["id_eval"]
         return tokenize_dataset(data, tokenizer, None, max_length, keep_labels=True)
-    from ..cli.checks import load_dataset_checked
     table = load_dataset_checked(source, dataset_config, split, "--dataset")
     table = table.select(range(min(size, len(table))))
     if causal_lm:

@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import EmptyDatasetError, UsageError
+from ..errors import UsageError
+# Moved to the library (circuits/ loads tables too); these names keep working here.
+from ..table_checks import check_rows, load_dataset_checked  # noqa: F401
 
 MODEL_FILES = ("config.json", "adapter_config.json")
 
@@ -37,29 +39,6 @@ def check_model_source(source: str, gguf_file: str | None = None, flag: str = "-
         return
     if looks_local(source):
         raise UsageError(f"{flag} {source}: no such folder; check the path, or pass a Hub id like 'namespace/name'.")
-
-
-def check_rows(data: Any, what: str) -> Any:
-    """Refuse an empty dataset now rather than deep inside the dataloader or the mean computation."""
-    if hasattr(data, "__len__") and len(data) == 0:
-        raise EmptyDatasetError(f"{what} has no rows; give data with at least one example (check the file, the "
-                                "split and --max_train_examples).")
-    return data
-
-
-def load_dataset_checked(source: str, config: str | None, split: str, flag: str) -> Any:
-    """`data.tables.load_table` (which names missing paths itself), with empty files reported as such."""
-    from ..data.tables import load_table
-    what = f"{flag} {source} (split {split!r})"
-    try:
-        data = load_table(source, config, split)
-    except StopIteration as err:  # datasets' json builder on an empty file
-        raise EmptyDatasetError(f"{what} has no rows; give data with at least one example.") from err
-    except ValueError as err:
-        if "corresponds to no data" in str(err):
-            raise EmptyDatasetError(f"{what} has no rows; give data with at least one example.") from err
-        raise
-    return check_rows(data, what)
 
 
 def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]:
