@@ -70,8 +70,19 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              f"{', '.join(str(s) for s in report['seeds'])}. Evaluation sets: {', '.join(names)}. "
              "Accuracies and changes are in percent (points).", ""]
     lines += _verdict_lines(report)
+    lines += _accuracy_markdown(report, figures)
+    lines += _mask_statistics_markdown(stats, figures)
+    lines += _controls_markdown(report)
+    lines += _ablation_markdown(report.get("ablation"), figures, report.get("core_sparsity"))
+    lines += _attention_markdown(report.get("attention"), figures)
+    from .subtask_report import subtask_markdown
+    lines += subtask_markdown(report.get("subtasks"))
+    return "\n".join(lines)
 
-    lines += ["## Accuracy per evaluation set", "",
+
+def _accuracy_markdown(report: Mapping[str, Any], figures: Mapping[str, Any]) -> list[str]:
+    """Accuracy per evaluation set over seeds, and faithfulness to the full model."""
+    lines = ["## Accuracy per evaluation set", "",
               "Subnetwork accuracy over seeds (std: population, ddof=0) next to the full model.", ""]
     lines += _table(["sparsity", "evaluation set", "full model", "min", "max", "mean", "std", "runs"],
                     [[f"{r['sparsity']:.0%}", r["eval_set"], _pct(r["full_model"]), _pct(r["min"]), _pct(r["max"]),
@@ -82,8 +93,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += _table(["sparsity", "evaluation set", "agreement", "KL"],
                     [[f"{r['sparsity']:.0%}", r["eval_set"], _pct(r["agreement"]),
                       None if r["kl"] is None else f"{r['kl']:.4f}"] for r in report["faithfulness"]])
+    return lines
 
-    lines += ["## Head frequency", "", "How many seeds' subnetworks keep each head (rows: layers, columns: heads; "
+
+def _mask_statistics_markdown(stats: Mapping[str, Any], figures: Mapping[str, Any]) -> list[str]:
+    """Head frequency, the core, Spearman's rho across sparsities and the overlap between seeds."""
+    lines = ["## Head frequency", "", "How many seeds' subnetworks keep each head (rows: layers, columns: heads; "
               "the MLP column is the layer's MLP block, when MLP blocks were pruned).", ""]
     for tag, entry in stats["per_sparsity"].items():
         freq, mlp = entry["head_frequency"], entry["mlp_frequency"]
@@ -128,13 +143,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                         overlap_rows)
     else:
         lines += ["One seed per sparsity: no pairs to compare.", ""]
-
-    lines += _controls_markdown(report)
-    lines += _ablation_markdown(report.get("ablation"), figures, report.get("core_sparsity"))
-    lines += _attention_markdown(report.get("attention"), figures)
-    from .subtask_report import subtask_markdown
-    lines += subtask_markdown(report.get("subtasks"))
-    return "\n".join(lines)
+    return lines
 
 
 def _controls_markdown(report: Mapping[str, Any]) -> list[str]:

@@ -21,8 +21,9 @@ import torch
 from ..artifacts import read_artifact
 from ..data.spec import MissingDataSpecError, eval_sets_from_spec
 from ..errors import ArtifactError
+from ..evaluation.options import EvaluationOptions
 from ..io_utils import atomic_write_text
-from .ablation_table import ablation_table
+from .ablation_table import AblationOptions, ablation_table
 from .markdown import render_markdown
 from .report_settings import AnalyzeSettings
 from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
@@ -312,11 +313,11 @@ def _ablation_section(loaded: Mapping[str, Any], collected: _Collected, settings
         return {"skipped": f"the core at {collected.core_sparsity:.0%} sparsity is empty; pass "
                            "ablation_units= to choose units"}
     manifest = collected.manifest
-    table = ablation_table(loaded["model"], loaded["eval_sets"], units, core=core_units, joint=settings.joint,
-                           non_core_sample=settings.non_core_sample, mode=settings.ablation_mode, seed=settings.seed,
-                           batch_size=batch, entailment_id=int(manifest.get("entailment_id", 0)),
-                           collapse_to_entailment=manifest.get("collapse_to_entailment", "auto"),
-                           show_progress=settings.show_progress)
+    options = AblationOptions(core=core_units, joint=settings.joint, non_core_sample=settings.non_core_sample,
+                              mode=settings.ablation_mode, seed=settings.seed, show_progress=settings.show_progress)
+    evaluation = EvaluationOptions(batch_size=batch, entailment_id=int(manifest.get("entailment_id", 0)),
+                                   collapse_to_entailment=manifest.get("collapse_to_entailment", "auto"))
+    table = ablation_table(loaded["model"], loaded["eval_sets"], units, options=options, evaluation=evaluation)
     from ..plotting import plot_ablation_table   # matplotlib: only when a table is drawn
     plot_ablation_table(table.plot_table(), path=report_dir / "ablation_table").clear()
     figures["ablation_table"] = "ablation_table.png"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io_utils import atomic_write_text
-from .faithfulness import FaithfulnessCurve, faithfulness_curves
+from .faithfulness import CurveSettings, FaithfulnessCurve, faithfulness_curves
 from .ranking import MIB_CURVE_SIZES, random_scores, size_label
 
 __all__ = ["CIRCUITS_DIR", "CURVES_NAME", "circuit_markdown", "circuit_section", "curves_document",
@@ -41,8 +41,8 @@ def curves_document(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str
         name = f"random-seed{seed}"
         everything[name] = random_scores(prunable.mask_shapes(), seed)
         groups[name] = RANDOM_GROUP
-    curves = faithfulness_curves(prunable, data, everything, ablation=ablation, sizes=sizes, batch_size=batch_size,
-                                 collate_fn=collate_fn)
+    curves = faithfulness_curves(prunable, data, everything, CurveSettings(ablation=ablation, sizes=sizes),
+                                 batch_size=batch_size, collate_fn=collate_fn)
     first = next(iter(curves.values()))
     return {"metric": first.metric, "ablation": first.ablation, "sizes": list(first.sizes), "m_full": first.m_full,
             "m_empty": first.m_empty, "examples": first.examples, "n_units": first.n_units,

@@ -73,7 +73,7 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
     from transformers import AutoModelForCausalLM
 
     from .arithmetic import arithmetic_dataset, arithmetic_model, source_splits
-    from .discovery import describe_masks, discover_subnetwork, subnetwork_accuracy
+    from .discovery import DiscoverySettings, describe_masks, discover_subnetwork, subnetwork_accuracy
     from .training import labeled_accuracy, train_last_token
 
     diagnostics: dict[str, Any] = {}
@@ -124,10 +124,10 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
         mask_dir = out / "subnetwork"
         if not (mask_dir / "pruning_config.json").exists():
             started = time.time()
-            discover_subnetwork(source, s1, target_modules=args.mask_target_modules.split(","),
-                                epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
-                                penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed,
-                                save_directory=str(mask_dir))
+            settings = DiscoverySettings(target_modules=args.mask_target_modules.split(","),
+                                         epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
+                                         penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed)
+            discover_subnetwork(source, s1, settings, save_directory=str(mask_dir))
             atomic_write_text(mask_dir / "discovery.json", json.dumps(
                 {"seconds": time.time() - started, "settings": args.run_settings(MASK_FIELDS)}, indent=2) + "\n")
         found = json.loads((mask_dir / "discovery.json").read_text()) if (mask_dir / "discovery.json").exists() else {}

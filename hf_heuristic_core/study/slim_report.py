@@ -17,6 +17,13 @@ from typing import Any
 
 import torch
 
+from ..analysis.results import FULL_MODEL_NAME, RESULT_NAME, read_json
+from ..artifacts import read_artifact
+from ..errors import UnsupportedArchitectureError
+from ..export import parameter_count, slim_info
+from ..export.latency import round_robin_latency
+from ..model import PrunableModel
+
 __all__ = ["choose_run", "slim_report_for_runs", "slim_report_lines", "study_slim_report"]
 
 logger = logging.getLogger(__name__)
@@ -27,7 +34,6 @@ EXACT_ATOL = 1e-4
 
 def choose_run(runs_dir: str | Path, sparsity: float = 0.5) -> Path | None:
     """The finished run whose target sparsity is nearest `sparsity` (lowest seed on ties); None when there is none."""
-    from ..analysis.results import RESULT_NAME, read_json
     candidates = []
     for result in Path(runs_dir).glob(f"*/{RESULT_NAME}"):
         data = read_json(result)
@@ -97,12 +103,6 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
 
     `collate_fn` None batches as the study's evaluation (`prune_many`) does, so the hooked accuracies can be checked
     against the ones the run recorded."""
-    from ..analysis.results import FULL_MODEL_NAME, RESULT_NAME, read_json
-    from ..artifacts import read_artifact
-    from ..errors import UnsupportedArchitectureError
-    from ..export import parameter_count, slim_info
-    from ..export.latency import round_robin_latency
-    from ..model import PrunableModel
     run_dir = choose_run(runs_dir, sparsity)
     if run_dir is None:
         return {"skipped": f"no finished pruning run under {runs_dir}"}
@@ -120,19 +120,7 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
 
     per_set = {name: _compare(prunable, slim, data, collate_fn, batch_size, device)
                for name, data in eval_sets.items()}
-    recorded = read_json(run_dir / RESULT_NAME).get("eval", {})
-    problems = []
-    for name, entry in per_set.items():
-        if entry["disagreements"]:
-            problems.append(f"{name}: slim and hooked predictions differ on {entry['disagreements']} of "
-                            f"{entry['num_examples']} examples")
-        if entry["max_logit_diff"] > EXACT_ATOL:
-            problems.append(f"{name}: logits differ by up to {entry['max_logit_diff']:.3g} (> {EXACT_ATOL:g})")
-        study = recorded.get(name, {}).get("accuracy")
-        if study is not None and entry.get("hooked_accuracy") is not None \
-                and abs(study - entry["hooked_accuracy"]) > 1e-9:
-            problems.append(f"{name}: the hooked subnetwork scores {entry['hooked_accuracy']:.4f} here but "
-                            f"{study:.4f} in the study's run")
+    problems = _problems(per_set, read_json(run_dir / RESULT_NAME).get("eval", {}))
     if problems:
         logger.error("SLIM MODEL DIFFERS FROM THE HOOKED SUBNETWORK: %s", "; ".join(problems))
 
@@ -164,6 +152,24 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
                       for what in ("hooked", "slim")}},
         "identical": not problems, "problems": problems,
     }
+
+
+def _problems(per_set: Mapping[str, Mapping[str, Any]], recorded: Mapping[str, Any]) -> list[str]:
+    """Where the slim model differs from the hooked subnetwork (predictions, logits), or the hooked subnetwork
+    from what the study's run recorded."""
+    problems = []
+    for name, entry in per_set.items():
+        if entry["disagreements"]:
+            problems.append(f"{name}: slim and hooked predictions differ on {entry['disagreements']} of "
+                            f"{entry['num_examples']} examples")
+        if entry["max_logit_diff"] > EXACT_ATOL:
+            problems.append(f"{name}: logits differ by up to {entry['max_logit_diff']:.3g} (> {EXACT_ATOL:g})")
+        study = recorded.get(name, {}).get("accuracy")
+        if study is not None and entry.get("hooked_accuracy") is not None \
+                and abs(study - entry["hooked_accuracy"]) > 1e-9:
+            problems.append(f"{name}: the hooked subnetwork scores {entry['hooked_accuracy']:.4f} here but "
+                            f"{study:.4f} in the study's run")
+    return problems
 
 
 def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, **kwargs: Any) -> dict[str, Any]:
