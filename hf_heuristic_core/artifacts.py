@@ -30,6 +30,8 @@ from .errors import ArtifactError, MaskShapeError
 from .granularity.unit.granularity import UnitGranularity
 from .artifact_packing import pack_weight_tensors, unpack_tensors
 from .io_utils import atomic_write_many
+from .run_folder import read_record
+from .training.convergence import verdict_line
 
 MASKS_NAME = "masks.safetensors"
 CARD_NAME = "README.md"
@@ -114,7 +116,6 @@ def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
     as `converged: true`; `verdict_status` reads them right)."""
     if not convergence:
         return []
-    from .training.convergence import verdict_line
     return [f"| convergence check | {verdict_line(convergence)} |"]
 
 
@@ -425,7 +426,6 @@ def unfinished_reasons(directory: str | os.PathLike, artifact: MaskArtifact | No
             where = ""
         reasons.append(f"it is a mid-run training checkpoint{where}: its masks are the logits binarized at the "
                        "sparsity reached so far, not the finished run's masks at its target")
-    from .run_folder import read_record
     record = read_record(folder)
     if record is not None and record.get("kind") == "prune" and not record.get("finished"):
         reasons.append("the prune run that writes this folder has not finished (its run record says so)")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .units import BLOCK_KIND, HEAD_KIND, sparsity_tag
+from .subtask_report import subtask_markdown
 
 __all__ = ["render_markdown"]
 
@@ -75,7 +76,6 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += _controls_markdown(report)
     lines += _ablation_markdown(report.get("ablation"), figures, report.get("core_sparsity"))
     lines += _attention_markdown(report.get("attention"), figures)
-    from .subtask_report import subtask_markdown
     lines += subtask_markdown(report.get("subtasks"))
     return "\n".join(lines)
 

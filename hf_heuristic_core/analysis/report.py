@@ -29,7 +29,12 @@ from .report_settings import AnalyzeSettings
 from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
 from .statistics import load_run_masks, mask_statistics
 from .subtask_report import read_subtask_declaration, subtask_markdown, subtask_section
-from .units import BLOCK_KIND, HEAD_KIND, parse_unit, sparsity_tag, unit_kind, unit_label
+from .units import BLOCK_KIND, HEAD_KIND, parse_unit, run_name, sparsity_tag, unit_kind, unit_label
+from .. import plotting
+from ..circuits.report import circuit_markdown, circuit_section, runs_curves
+from ..config import PruningConfig
+from ..model import PrunableModel
+from .attention_patterns import collect_attention_shares, plot_head_examples
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +69,6 @@ def _pick_core(stats: Mapping[str, Any], core_sparsity: float | None) -> tuple[f
 
 def _load_model(manifest: Mapping[str, Any], path: str | None) -> Any:
     """The model named by `path` or manifest.json, with the pruning settings of the runs and eager attention."""
-    from ..config import PruningConfig
-    from ..model import PrunableModel
     path = path or manifest.get("model")
     if not path:
         raise _Unavailable("manifest.json names no model; pass model= (or --model)")
@@ -102,7 +105,6 @@ def _load_eval_sets(manifest: Mapping[str, Any], tokenizer: Any) -> dict[str, An
 def _attention_section(model: Any, tokenizer: Any, eval_sets: Mapping[str, Any], core_heads: Sequence[tuple],
                        frequency: Sequence[Sequence[int]], attention_set: str | None, max_examples: int,
                        heatmaps: int, report_dir: Path, batch_size: int) -> dict[str, Any]:
-    from .attention_patterns import collect_attention_shares, plot_head_examples
     name = attention_set or next((n for n in eval_sets if "ood" in n.lower()), next(iter(eval_sets)))
     if name not in eval_sets:
         raise ValueError(f"attention_set {name!r} is not an evaluation set ({list(eval_sets)}).")
@@ -135,7 +137,6 @@ def _attention_section(model: Any, tokenizer: Any, eval_sets: Mapping[str, Any],
 
 def _figures(report_dir: Path, stats: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
              full: Mapping[str, float], cases: Sequence[str], show_mlps: bool) -> dict[str, str]:
-    from .. import plotting
     made: dict[str, str] = {}
 
     def keep(key: str, fig: Any, stem: str) -> None:
@@ -342,7 +343,6 @@ def _attention_of_core(loaded: Mapping[str, Any], collected: _Collected, setting
 def _write_report(runs_dir: Path, report_dir: Path, report: dict[str, Any], figures: dict[str, Any],
                   loaded: Mapping[str, Any], collected: _Collected, circuits: bool, batch: int) -> dict[str, Any]:
     """Phase 5: the circuits section (computed first with `circuits`), then report.json and report.md."""
-    from ..circuits.report import circuit_markdown, circuit_section, runs_curves
     if circuits and "model" not in loaded:
         logger.warning("Skipping the circuit faithfulness curves: %s", loaded.get("skipped"))
     elif circuits:
@@ -404,7 +404,6 @@ def _verdict_counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 def unfinished_runs(runs_dir: Path, manifest: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> list[str]:
     """Runs the manifest plans (sparsities x seeds) that have no result yet: prune_many stopped before them."""
-    from .units import run_name
     done = {row["run"] for row in results}
     planned = [run_name(float(s), int(seed)) for s in manifest.get("sparsities") or []
                for seed in manifest.get("seeds") or []]

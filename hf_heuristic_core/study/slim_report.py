@@ -23,6 +23,10 @@ from ..errors import UnsupportedArchitectureError
 from ..export import parameter_count, slim_info
 from ..export.latency import round_robin_latency
 from ..model import PrunableModel
+from ..architectures.registry import ARCHITECTURES
+from ..batching import LABEL_KEYS, iterate_batches, model_input_names
+from ..data.spec import eval_sets_from_spec
+from ..evaluation.subnetwork import _collapse, _labels_of, _should_collapse
 
 __all__ = ["choose_run", "slim_report_for_runs", "slim_report_lines", "study_slim_report"]
 
@@ -43,7 +47,6 @@ def choose_run(runs_dir: str | Path, sparsity: float = 0.5) -> Path | None:
 
 
 def _inputs(batch: Mapping[str, Any], accepted: Sequence[str], device: torch.device) -> dict[str, torch.Tensor]:
-    from ..batching import LABEL_KEYS
     return {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor) and k not in LABEL_KEYS
             and (not accepted or k in accepted)}
 
@@ -52,8 +55,6 @@ def _inputs(batch: Mapping[str, Any], accepted: Sequence[str], device: torch.dev
 def _compare(prunable: Any, slim: torch.nn.Module, data: Any, collate_fn: Any, batch_size: int,
              device: torch.device) -> dict[str, Any]:
     """Hooked and slim predictions on one evaluation set: accuracies, disagreements, largest logit difference."""
-    from ..batching import LABEL_KEYS, iterate_batches, model_input_names
-    from ..evaluation.subnetwork import _collapse, _labels_of, _should_collapse
     accepted = model_input_names(prunable.model)
     pad = getattr(prunable.config, "pad_token_id", None) or 0
     batches, _ = iterate_batches(data, batch_size, pad, collate_fn, extra_columns=LABEL_KEYS)
@@ -177,8 +178,7 @@ def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, 
     come from what its manifest.json records (`model` overrides the recorded model path)."""
     from transformers import AutoTokenizer
 
-    from ..analysis.results import MANIFEST_NAME, read_json
-    from ..data.spec import eval_sets_from_spec
+    from ..analysis.results import MANIFEST_NAME, read_json  # local: the name clashes with a module-level one
     manifest = read_json(Path(runs_dir) / MANIFEST_NAME)
     model = model or manifest["model"]
     tokenizer = AutoTokenizer.from_pretrained(str(model))
@@ -191,19 +191,16 @@ def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, 
 
 def _layer_parameters(model: torch.nn.Module) -> int:
     """Parameters of the transformer layers alone (embeddings and the task head do not shrink with pruning)."""
-    from ..architectures.registry import ARCHITECTURES
-    from ..export import parameter_count
+    from ..export import parameter_count  # local: the name clashes with a module-level one
     # the map's path, not resolve_architecture: that checks head widths, which a slim layer no longer has
     return parameter_count(model.base_model.get_submodule(ARCHITECTURES[model.config.model_type].layers))
 
 
 def _accepted(prunable: Any) -> Sequence[str]:
-    from ..batching import model_input_names
     return model_input_names(prunable.model)
 
 
 def _first_batch(data: Any, prunable: Any, collate_fn: Any, batch_size: int) -> Mapping[str, Any]:
-    from ..batching import iterate_batches
     pad = getattr(prunable.config, "pad_token_id", None) or 0
     batches, _ = iterate_batches(data, batch_size, pad, collate_fn)
     return next(iter(batches))
