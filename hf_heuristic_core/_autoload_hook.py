@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 def _register(model_type: str) -> None:
     try:
-        from .export.autoload import register_autoload
+        from .export.autoload import register_autoload  # lazy: only on this path
         register_autoload(model_type)
     except Exception as err:   # noqa: BLE001 - never break the user's transformers import: load_slim still works
         logger.warning("Could not register the slim %s layer for AutoModel loading (%s: %s); uneven slim folders "

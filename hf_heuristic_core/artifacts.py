@@ -27,8 +27,11 @@ from safetensors.torch import load_file, save_file
 
 from .config import CONFIG_NAME, PruningConfig
 from .errors import ArtifactError, MaskShapeError
+from .granularity.unit.granularity import UnitGranularity
 from .artifact_packing import pack_weight_tensors, unpack_tensors
 from .io_utils import atomic_write_many
+from .run_folder import read_record
+from .training.convergence import verdict_line
 
 MASKS_NAME = "masks.safetensors"
 CARD_NAME = "README.md"
@@ -49,11 +52,11 @@ class MaskArtifact:
 
     @property
     def heads(self) -> torch.Tensor | None:
-        return self.masks.get("heads")
+        return self.masks.get(UnitGranularity.head_kind)
 
     @property
     def mlps(self) -> torch.Tensor | None:
-        return self.masks.get("mlps")
+        return self.masks.get(UnitGranularity.block_kind)
 
 
 def upgrade_mask_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -113,7 +116,6 @@ def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
     as `converged: true`; `verdict_status` reads them right)."""
     if not convergence:
         return []
-    from .training.convergence import verdict_line
     return [f"| convergence check | {verdict_line(convergence)} |"]
 
 
@@ -276,7 +278,8 @@ def read_artifact(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> MaskA
     version = metadata.get("format_version")
     tensors = unpack_tensors(tensors, config.mask_shapes)
     masks = {key[len("mask."):]: value for key, value in tensors.items() if key.startswith("mask.")}
-    if metadata.get("format") != FORMAT or not masks or (version == "1" and not {"heads", "mlps"} <= set(masks)):
+    version_1_kinds = set(UnitGranularity.mask_kinds)    # format 1 always held both unit kinds
+    if metadata.get("format") != FORMAT or not masks or (version == "1" and not version_1_kinds <= set(masks)):
         raise ArtifactError(f"{masks_path} is not a hf_heuristic_core mask file (missing format tag or masks).")
     if version not in READABLE_VERSIONS:
         raise ArtifactError(f"{masks_path} has format version {version!r}; this release reads {READABLE_VERSIONS}. "
@@ -423,7 +426,6 @@ def unfinished_reasons(directory: str | os.PathLike, artifact: MaskArtifact | No
             where = ""
         reasons.append(f"it is a mid-run training checkpoint{where}: its masks are the logits binarized at the "
                        "sparsity reached so far, not the finished run's masks at its target")
-    from .run_folder import read_record
     record = read_record(folder)
     if record is not None and record.get("kind") == "prune" and not record.get("finished"):
         reasons.append("the prune run that writes this folder has not finished (its run record says so)")

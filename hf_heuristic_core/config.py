@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .granularity import granularity_settings_class
+from .granularity import GRANULARITIES, granularity_settings_class
 from .granularity.neuron.settings import NeuronSettings
 from .granularity.settings import GranularitySettings
 from .granularity.unit.settings import UnitSettings
 from .granularity.weight.settings import LOGITS_DTYPES, WeightSettings
 from .io_utils import atomic_write_text
-from .relaxations import relaxation_settings_class
+from .relaxations import RELAXATIONS, relaxation_settings_class
 from .relaxations.continuous_sparsification.settings import ContinuousSparsificationSettings
 from .relaxations.gumbel_sigmoid.settings import GumbelSigmoidSettings
 from .relaxations.hard_concrete.settings import HardConcreteSettings
@@ -123,7 +123,6 @@ class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
     def __post_init__(self) -> None:
         if self.ablation is None:
             self.ablation = "zero" if self.granularity == "weight" else "mean"
-        from .relaxations import RELAXATIONS
         _check_choice("relaxation", self.relaxation, tuple(RELAXATIONS.names()))
         settings_class = relaxation_settings_class(self.relaxation)
         if self.binarization is None:
@@ -136,8 +135,6 @@ class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
 
     def validate(self) -> None:
         """Reject settings that would silently produce meaningless masks."""
-        from .granularity import GRANULARITIES
-        from .relaxations import RELAXATIONS
         _check_choice("granularity", self.granularity, tuple(GRANULARITIES.names()))
         _check_choice("relaxation", self.relaxation, tuple(RELAXATIONS.names()))
         _check_choice("ablation", self.ablation, ABLATION_MODES)

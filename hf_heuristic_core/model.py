@@ -30,6 +30,9 @@ from .mask_passes import MaskPasses, modules_holding
 from .mask_state import MaskState
 from .relaxations import get_relaxation
 from .relaxations.binarize import check_sparsity
+from .artifacts import (base_model_source, hub_kwargs, load_artifact_into, load_base_model, push_artifact_to_hub,
+    read_artifact, resolve_artifact_dir, save_artifact, upgrade_mask_state)
+from .export.slim import export_slim
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +302,6 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
             yield self
             return
         if isinstance(masks, (str, os.PathLike)):
-            from .artifacts import read_artifact
             masks = read_artifact(masks).masks
         validated = self.validate_masks(masks)
         previous = self.mask_state.fixed.as_dict()
@@ -429,21 +431,17 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
 
     def load_mask_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
         """Inverse of `mask_state_dict` (format-1 keys too); everything is checked before anything changes."""
-        from .artifacts import upgrade_mask_state
         self.mask_state.load_tensors(upgrade_mask_state(state))
         self._eval_cache = None
 
     def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any):
-        from .artifacts import save_artifact
         return save_artifact(self, save_directory, **kwargs)
 
     def load_masks(self, dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> "PrunableModel":
-        from .artifacts import load_artifact_into
         load_artifact_into(self, dir_or_repo_id, **hub_kwargs)
         return self
 
     def push_to_hub(self, repo_id: str, **kwargs: Any):
-        from .artifacts import push_artifact_to_hub
         return push_artifact_to_hub(self, repo_id, **kwargs)
 
     def export_slim(self, masks: Mapping[str, Any] | None = None, ablation: str | None = None,
@@ -452,7 +450,6 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         neurons (neuron masks) physically removed and their means folded into biases (see
         `hf_heuristic_core.export`); this model is left untouched. `uniform` (default
         `PruningConfig.uniform_layers`) insists on a folder that plain `from_pretrained` loads."""
-        from .export.slim import export_slim
         return export_slim(self, masks=masks, ablation=ablation, source=source, uniform=uniform)
 
     @classmethod
@@ -464,14 +461,12 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         `name_or_path` may also be a mask artifact: the base model it names is loaded and the masks applied.
         `model_class` defaults to the class in the checkpoint's `config.architectures`, else `AutoModel`.
         """
-        from .artifacts import hub_kwargs, load_base_model, resolve_artifact_dir
         artifact_dir = resolve_artifact_dir(name_or_path, must_exist=False, **hub_kwargs(hf_kwargs))
         if artifact_dir is not None and masks is None:
             saved = PruningConfig.from_pretrained(artifact_dir)
             if not saved.base_model_name_or_path:
                 raise PruningError(f"The mask artifact at {name_or_path} does not name its base model; load the model "
                                    "yourself and call PrunableModel(model).load_masks(...).")
-            from .artifacts import base_model_source
             masks, name_or_path = artifact_dir, base_model_source(saved)
             if model_class is None and saved.base_model_class:
                 import transformers

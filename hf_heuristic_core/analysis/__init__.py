@@ -6,7 +6,7 @@ One module per job: `units` (unit labels and the conversions between artifacts, 
 `attention_patterns`, `report` (`analyze`) and `markdown` (report.md).
 """
 
-from .ablation_table import AblationRow, AblationTable, ablation_table
+from .ablation_table import AblationOptions, AblationRow, AblationTable, ablation_table
 from .prune_many import datasets_from_spec, prune_many
 from .results import CONTROL_KINDS, PruneManyResult, collect_results, read_json, summarize, write_json
 from .units import (ablation_masks, group_label, parse_unit, run_name, sparsity_tag, unit_label,
@@ -14,7 +14,8 @@ from .units import (ablation_masks, group_label, parse_unit, run_name, sparsity_
 from ..data.tokenize import tokenize_pairs
 
 __all__ = [
-    "AblationRow", "AblationTable", "CONTROL_KINDS", "PruneManyResult", "ablation_masks", "ablation_table",
-    "collect_results", "datasets_from_spec", "group_label", "parse_unit", "prune_many", "read_json", "run_name",
-    "sparsity_tag", "summarize", "tokenize_pairs", "unit_label", "units_from_masks", "write_json",
+    "AblationOptions", "AblationRow", "AblationTable", "CONTROL_KINDS", "PruneManyResult", "ablation_masks",
+    "ablation_table", "collect_results", "datasets_from_spec", "group_label", "parse_unit", "prune_many",
+    "read_json", "run_name", "sparsity_tag", "summarize", "tokenize_pairs", "unit_label", "units_from_masks",
+    "write_json",
 ]

@@ -23,6 +23,9 @@ import torch
 from ..ablation.alignment import TokenAlignmentError, VirtualTokens, flatten_choices, virtual_tokens_of
 from ..architectures.resolve import transformers_model
 from ..errors import PruningError
+from ..batching import iterate_batches, model_input_names, progress
+from ..model import PrunableModel
+from ..plotting import plot_attention_pattern
 
 logger = logging.getLogger(__name__)
 
@@ -142,13 +145,11 @@ def eager_attention(model: Any) -> Iterator[None]:
 
 def _hf_model(model: Any) -> Any:
     """The Transformers model inside a PrunableModel (and inside a PEFT wrapper)."""
-    from ..model import PrunableModel
     return transformers_model(model.model if isinstance(model, PrunableModel) else model)
 
 
 def _peft_model(model: Any) -> Any:
     """The model inside a PrunableModel (possibly a PEFT wrapper), or the model itself."""
-    from ..model import PrunableModel
     return model.model if isinstance(model, PrunableModel) else model
 
 
@@ -241,7 +242,6 @@ def collect_attention_shares(model: Any, data: Any, *, special_ids: Sequence[int
     It is switched to eager attention for the duration. `causal=None` detects causal attention from the weights.
     Pass `special_ids=tokenizer.all_special_ids` and `sep_id=tokenizer.sep_token_id`.
     """
-    from ..batching import iterate_batches, model_input_names, progress
     hf_model = _hf_model(model)
     virtual = virtual_tokens_of(_peft_model(model))
     accepted = model_input_names(hf_model)
@@ -292,7 +292,6 @@ def collect_attention_shares(model: Any, data: Any, *, special_ids: Sequence[int
 def plot_head_examples(model: Any, tokenizer: Any, example: Mapping[str, Any], heads: Sequence[tuple[int, int]],
                        out_dir: str | os.PathLike, prefix: str = "attention") -> list[Path]:
     """Heatmaps (PNG + PDF) of each head's attention on one tokenized example; returns the PNG paths."""
-    from ..plotting import plot_attention_pattern
     ids = list(example["input_ids"])
     inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
     if example.get("token_type_ids") is not None:

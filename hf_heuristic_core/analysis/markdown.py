@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .units import sparsity_tag
+from .units import BLOCK_KIND, HEAD_KIND, sparsity_tag
+from .subtask_report import subtask_markdown
 
 __all__ = ["render_markdown"]
 
@@ -70,8 +71,18 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              f"{', '.join(str(s) for s in report['seeds'])}. Evaluation sets: {', '.join(names)}. "
              "Accuracies and changes are in percent (points).", ""]
     lines += _verdict_lines(report)
+    lines += _accuracy_markdown(report, figures)
+    lines += _mask_statistics_markdown(stats, figures)
+    lines += _controls_markdown(report)
+    lines += _ablation_markdown(report.get("ablation"), figures, report.get("core_sparsity"))
+    lines += _attention_markdown(report.get("attention"), figures)
+    lines += subtask_markdown(report.get("subtasks"))
+    return "\n".join(lines)
 
-    lines += ["## Accuracy per evaluation set", "",
+
+def _accuracy_markdown(report: Mapping[str, Any], figures: Mapping[str, Any]) -> list[str]:
+    """Accuracy per evaluation set over seeds, and faithfulness to the full model."""
+    lines = ["## Accuracy per evaluation set", "",
               "Subnetwork accuracy over seeds (std: population, ddof=0) next to the full model.", ""]
     lines += _table(["sparsity", "evaluation set", "full model", "min", "max", "mean", "std", "runs"],
                     [[f"{r['sparsity']:.0%}", r["eval_set"], _pct(r["full_model"]), _pct(r["min"]), _pct(r["max"]),
@@ -82,12 +93,16 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += _table(["sparsity", "evaluation set", "agreement", "KL"],
                     [[f"{r['sparsity']:.0%}", r["eval_set"], _pct(r["agreement"]),
                       None if r["kl"] is None else f"{r['kl']:.4f}"] for r in report["faithfulness"]])
+    return lines
 
-    lines += ["## Head frequency", "", "How many seeds' subnetworks keep each head (rows: layers, columns: heads; "
+
+def _mask_statistics_markdown(stats: Mapping[str, Any], figures: Mapping[str, Any]) -> list[str]:
+    """Head frequency, the core, Spearman's rho across sparsities and the overlap between seeds."""
+    lines = ["## Head frequency", "", "How many seeds' subnetworks keep each head (rows: layers, columns: heads; "
               "the MLP column is the layer's MLP block, when MLP blocks were pruned).", ""]
     for tag, entry in stats["per_sparsity"].items():
         freq, mlp = entry["head_frequency"], entry["mlp_frequency"]
-        with_mlp = entry["core"]["mlps"] is not None
+        with_mlp = entry["core"][BLOCK_KIND] is not None
         lines += [f"### {entry['sparsity']:.0%} sparsity ({entry['num_masks']} seeds)", ""]
         lines += _table(["layer", *[f"H{h}" for h in range(len(freq[0]))], *(["MLP"] if with_mlp else [])],
                         [[f"L{l}", *row, *([mlp[l]] if with_mlp else [])] for l, row in enumerate(freq)])
@@ -100,8 +115,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                      "core heads", "core MLPs"],
                     [[f"{e['sparsity']:.0%}", e["num_masks"], e["core"]["num_heads"],
                       f"{e['core']['head_sparsity']:.3f}", e["core"]["size"], f"{e['core']['chance_size']:.3g}",
-                      ", ".join(e["core"]["heads"]) or "none",
-                      "not pruned" if e["core"]["mlps"] is None else ", ".join(e["core"]["mlps"]) or "none"]
+                      ", ".join(e["core"][HEAD_KIND]) or "none",
+                      "not pruned" if e["core"][BLOCK_KIND] is None else ", ".join(e["core"][BLOCK_KIND]) or "none"]
                      for e in stats["per_sparsity"].values()])
 
     if stats["spearman"]:
@@ -128,13 +143,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                         overlap_rows)
     else:
         lines += ["One seed per sparsity: no pairs to compare.", ""]
-
-    lines += _controls_markdown(report)
-    lines += _ablation_markdown(report.get("ablation"), figures, report.get("core_sparsity"))
-    lines += _attention_markdown(report.get("attention"), figures)
-    from .subtask_report import subtask_markdown
-    lines += subtask_markdown(report.get("subtasks"))
-    return "\n".join(lines)
+    return lines
 
 
 def _controls_markdown(report: Mapping[str, Any]) -> list[str]:

@@ -393,7 +393,6 @@ def random_from_complement(
     g = _make_generator(generator)
     layers = m.reshape(m.shape[0], -1)
     free = layers == 0
-    scope = "layer"
     if redistribute and num_keep is not None:
         raise MaskStatsError(
             "redistribute=True spreads the default counts (as many units as mask keeps); "
@@ -406,6 +405,17 @@ def random_from_complement(
         missing = int(kept.sum() - out.sum())
         out += _scatter_random(leftover, torch.tensor([min(missing, int(leftover.sum()))]), g).reshape(out.shape)
         return _restore_type(out.reshape(m.shape), mask)
+    rows, counts, scope = _complement_counts(m, layers, free, num_keep, per_layer)
+    _check_counts(counts, rows.sum(dim=1), scope)
+    out = _scatter_random(rows, counts, g)
+    return _restore_type(out.reshape(m.shape), mask)
+
+
+def _complement_counts(m: torch.Tensor, layers: torch.Tensor, free: torch.Tensor, num_keep: Any, per_layer: bool
+                       ) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """The rows to draw from (per layer, or the whole complement as one row), how many units each, and the scope's
+    name for messages ("layer" or "the whole mask")."""
+    scope = "layer"
     if num_keep is None and per_layer:
         rows, counts = free, torch.minimum(layers.sum(dim=1), free.sum(dim=1))
     elif num_keep is None:
@@ -424,7 +434,11 @@ def random_from_complement(
         if counts.is_floating_point() and not bool((counts == counts.round()).all()):
             raise MaskStatsError(f"num_keep must hold whole numbers, got {counts.tolist()}")
         rows, counts = free, counts.to(torch.int64)
-    available = rows.sum(dim=1)
+    return rows, counts, scope
+
+
+def _check_counts(counts: torch.Tensor, available: torch.Tensor, scope: str) -> None:
+    """Refuse negative counts and counts over what the complement holds."""
     for i in range(counts.shape[0]):
         if counts[i] < 0:
             raise MaskStatsError(f"num_keep must be non-negative, got {int(counts[i])}")
@@ -434,8 +448,6 @@ def random_from_complement(
                 f"num_keep asks for {int(counts[i])} units in {where} but the complement of mask has only "
                 f"{int(available[i])} there; lower num_keep"
             )
-    out = _scatter_random(rows, counts, g)
-    return _restore_type(out.reshape(m.shape), mask)
 
 
 def inverse(mask: MaskLike) -> torch.Tensor:

@@ -34,6 +34,7 @@ from .mask_stats import inverse, random_from_complement, random_like
 from .results import (CONTROLS_DIR, FULL_MODEL_NAME, MANIFEST_NAME, RESULT_NAME, PruneManyResult, collect_results,
                       read_json, write_json, write_results)
 from .units import read_masks, run_name, sparsity_tag
+from ..batching import PadCollator
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,6 @@ def _default_collator(model: PrunableModel, tokenizer: Any) -> Any:
     if tokenizer is not None:
         from transformers import DataCollatorWithPadding
         return DataCollatorWithPadding(tokenizer)
-    from ..batching import PadCollator
     return PadCollator(getattr(model.config, "pad_token_id", None) or 0)
 
 

@@ -21,14 +21,20 @@ import torch
 from ..artifacts import read_artifact
 from ..data.spec import MissingDataSpecError, eval_sets_from_spec
 from ..errors import ArtifactError
+from ..evaluation.options import EvaluationOptions
 from ..io_utils import atomic_write_text
-from .ablation_table import ablation_table
+from .ablation_table import AblationOptions, ablation_table
 from .markdown import render_markdown
 from .report_settings import AnalyzeSettings
 from .results import CONTROLS_DIR, MANIFEST_NAME, collect_results, faithfulness, read_json, write_json
 from .statistics import load_run_masks, mask_statistics
 from .subtask_report import read_subtask_declaration, subtask_markdown, subtask_section
-from .units import parse_unit, sparsity_tag, unit_kind, unit_label
+from .units import BLOCK_KIND, HEAD_KIND, parse_unit, run_name, sparsity_tag, unit_kind, unit_label
+from .. import plotting
+from ..circuits.report import circuit_markdown, circuit_section, runs_curves
+from ..config import PruningConfig
+from ..model import PrunableModel
+from .attention_patterns import collect_attention_shares, plot_head_examples
 
 logger = logging.getLogger(__name__)
 
@@ -57,14 +63,12 @@ def _pick_core(stats: Mapping[str, Any], core_sparsity: float | None) -> tuple[f
                              f"{[e['sparsity'] for e in entries]}.")
         entry = chosen[0]
     else:
-        entry = next((e for e in reversed(entries) if e["core"]["heads"] or e["core"]["mlps"]), entries[-1])
-    return entry["sparsity"], [parse_unit(u) for u in entry["core"]["heads"] + (entry["core"]["mlps"] or [])]
+        entry = next((e for e in reversed(entries) if e["core"][HEAD_KIND] or e["core"][BLOCK_KIND]), entries[-1])
+    return entry["sparsity"], [parse_unit(u) for u in entry["core"][HEAD_KIND] + (entry["core"][BLOCK_KIND] or [])]
 
 
 def _load_model(manifest: Mapping[str, Any], path: str | None) -> Any:
     """The model named by `path` or manifest.json, with the pruning settings of the runs and eager attention."""
-    from ..config import PruningConfig
-    from ..model import PrunableModel
     path = path or manifest.get("model")
     if not path:
         raise _Unavailable("manifest.json names no model; pass model= (or --model)")
@@ -101,7 +105,6 @@ def _load_eval_sets(manifest: Mapping[str, Any], tokenizer: Any) -> dict[str, An
 def _attention_section(model: Any, tokenizer: Any, eval_sets: Mapping[str, Any], core_heads: Sequence[tuple],
                        frequency: Sequence[Sequence[int]], attention_set: str | None, max_examples: int,
                        heatmaps: int, report_dir: Path, batch_size: int) -> dict[str, Any]:
-    from .attention_patterns import collect_attention_shares, plot_head_examples
     name = attention_set or next((n for n in eval_sets if "ood" in n.lower()), next(iter(eval_sets)))
     if name not in eval_sets:
         raise ValueError(f"attention_set {name!r} is not an evaluation set ({list(eval_sets)}).")
@@ -134,7 +137,6 @@ def _attention_section(model: Any, tokenizer: Any, eval_sets: Mapping[str, Any],
 
 def _figures(report_dir: Path, stats: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
              full: Mapping[str, float], cases: Sequence[str], show_mlps: bool) -> dict[str, str]:
-    from .. import plotting
     made: dict[str, str] = {}
 
     def keep(key: str, fig: Any, stem: str) -> None:
@@ -312,11 +314,11 @@ def _ablation_section(loaded: Mapping[str, Any], collected: _Collected, settings
         return {"skipped": f"the core at {collected.core_sparsity:.0%} sparsity is empty; pass "
                            "ablation_units= to choose units"}
     manifest = collected.manifest
-    table = ablation_table(loaded["model"], loaded["eval_sets"], units, core=core_units, joint=settings.joint,
-                           non_core_sample=settings.non_core_sample, mode=settings.ablation_mode, seed=settings.seed,
-                           batch_size=batch, entailment_id=int(manifest.get("entailment_id", 0)),
-                           collapse_to_entailment=manifest.get("collapse_to_entailment", "auto"),
-                           show_progress=settings.show_progress)
+    options = AblationOptions(core=core_units, joint=settings.joint, non_core_sample=settings.non_core_sample,
+                              mode=settings.ablation_mode, seed=settings.seed, show_progress=settings.show_progress)
+    evaluation = EvaluationOptions(batch_size=batch, entailment_id=int(manifest.get("entailment_id", 0)),
+                                   collapse_to_entailment=manifest.get("collapse_to_entailment", "auto"))
+    table = ablation_table(loaded["model"], loaded["eval_sets"], units, options=options, evaluation=evaluation)
     from ..plotting import plot_ablation_table   # matplotlib: only when a table is drawn
     plot_ablation_table(table.plot_table(), path=report_dir / "ablation_table").clear()
     figures["ablation_table"] = "ablation_table.png"
@@ -328,7 +330,7 @@ def _attention_of_core(loaded: Mapping[str, Any], collected: _Collected, setting
     """Phase 4b: attention patterns of the core's heads."""
     if "model" not in loaded:
         return {"skipped": loaded.get("skipped")}
-    core_heads = [u for u in collected.core_units if unit_kind(u) == "heads"]
+    core_heads = [u for u in collected.core_units if unit_kind(u) == HEAD_KIND]
     frequency = collected.stats["per_sparsity"][sparsity_tag(collected.core_sparsity)]["head_frequency"]
     section = _attention_section(loaded["model"], loaded["tokenizer"], loaded["eval_sets"], core_heads, frequency,
                                  settings.attention_set, settings.attention_examples, settings.heatmaps,
@@ -341,7 +343,6 @@ def _attention_of_core(loaded: Mapping[str, Any], collected: _Collected, setting
 def _write_report(runs_dir: Path, report_dir: Path, report: dict[str, Any], figures: dict[str, Any],
                   loaded: Mapping[str, Any], collected: _Collected, circuits: bool, batch: int) -> dict[str, Any]:
     """Phase 5: the circuits section (computed first with `circuits`), then report.json and report.md."""
-    from ..circuits.report import circuit_markdown, circuit_section, runs_curves
     if circuits and "model" not in loaded:
         logger.warning("Skipping the circuit faithfulness curves: %s", loaded.get("skipped"))
     elif circuits:
@@ -403,7 +404,6 @@ def _verdict_counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 def unfinished_runs(runs_dir: Path, manifest: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> list[str]:
     """Runs the manifest plans (sparsities x seeds) that have no result yet: prune_many stopped before them."""
-    from .units import run_name
     done = {row["run"] for row in results}
     planned = [run_name(float(s), int(seed)) for s in manifest.get("sparsities") or []
                for seed in manifest.get("seeds") or []]

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..io_utils import atomic_write_text
+from ..training.convergence import verdict_status
 
 __all__ = ["CONTROL_KINDS", "PruneManyResult", "collect_results", "faithfulness", "read_json", "summarize",
            "write_json", "write_results"]
@@ -63,7 +64,6 @@ def _row_from_result(result: Mapping[str, Any], eval_names: Sequence[str]) -> di
     """A flat table row: run info, then accuracy per set, then agreement and KL per set."""
     row: dict[str, Any] = {k: result.get(k) for k in ROW_KEYS if k in result}
     if result.get("convergence"):
-        from ..training.convergence import verdict_status
         status = verdict_status(result["convergence"])   # also right for results written before "inconclusive"
         row["verdict"], row["converged"] = status, CONVERGED_FLAG.get(status)
         row["convergence"] = result["convergence"].get("verdict")

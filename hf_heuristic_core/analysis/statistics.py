@@ -14,7 +14,7 @@ import torch
 
 from ..artifacts import read_artifact
 from .mask_stats import MaskStatsError, core, head_frequency, iomin, iou, joint_frequency, mlp_frequency, spearman
-from .units import artifact_masks, make_unit, pruned_kinds, sparsity_tag, unit_label
+from .units import BLOCK_KIND, HEAD_KIND, artifact_masks, make_unit, pruned_kinds, sparsity_tag, unit_label
 
 __all__ = ["load_run_masks", "mask_statistics"]
 
@@ -27,7 +27,7 @@ def load_run_masks(runs_dir: Path, rows: Sequence[Mapping[str, Any]]) -> dict[fl
         artifact = read_artifact(runs_dir / row["run"])
         masks = {kind: mask.round().long() for kind, mask in artifact_masks(artifact).items()}
         by_sparsity.setdefault(row["sparsity"], []).append(
-            {"seed": row["seed"], **masks, "prune_mlps": "mlps" in pruned_kinds(artifact)})
+            {"seed": row["seed"], **masks, "prune_mlps": BLOCK_KIND in pruned_kinds(artifact)})
     return by_sparsity
 
 
@@ -51,23 +51,23 @@ def mask_statistics(masks: Mapping[float, Sequence[Mapping[str, Any]]]) -> dict[
     alongside (their frequency and the core MLPs; `None` when the runs did not prune MLP blocks)."""
     per_sparsity: dict[str, Any] = {}
     for sparsity, runs in masks.items():
-        heads = [r["heads"] for r in runs]
-        mlps = [r["mlps"] for r in runs]
+        heads = [r[HEAD_KIND] for r in runs]
+        mlps = [r[BLOCK_KIND] for r in runs]
         head_core = core(heads)
         mlps_pruned = all(r.get("prune_mlps", True) for r in runs)
-        mlp_core = [unit_label(make_unit("mlps", u)) for u in core(mlps).units] if mlps_pruned else None
+        mlp_core = [unit_label(make_unit(BLOCK_KIND, u)) for u in core(mlps).units] if mlps_pruned else None
         per_sparsity[sparsity_tag(sparsity)] = {
             "sparsity": sparsity, "seeds": [r["seed"] for r in runs], "num_masks": len(runs),
             "head_frequency": head_frequency(heads).tolist(), "mlp_frequency": mlp_frequency(mlps).tolist(),
-            "core": {"heads": [unit_label(make_unit("heads", u)) for u in head_core.units],
-                     "mlps": mlp_core,
+            "core": {HEAD_KIND: [unit_label(make_unit(HEAD_KIND, u)) for u in head_core.units],
+                     BLOCK_KIND: mlp_core,
                      "size": head_core.size, "chance_size": head_core.chance_size, "num_heads": head_core.num_units,
                      "head_sparsity": head_core.sparsity},
             "overlap": _pairwise(heads),
         }
     correlations = []
     for a, b in itertools.combinations(list(masks), 2):
-        heads_a, heads_b = [r["heads"] for r in masks[a]], [r["heads"] for r in masks[b]]
+        heads_a, heads_b = [r[HEAD_KIND] for r in masks[a]], [r[HEAD_KIND] for r in masks[b]]
         entry: dict[str, Any] = {"sparsity_a": a, "sparsity_b": b,
                                  "joint_frequency": joint_frequency(heads_a, heads_b).tolist()}
         try:

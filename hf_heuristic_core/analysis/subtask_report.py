@@ -35,6 +35,7 @@ from .subtasks import (
     sharing_over_union,
     specialization_scores,
 )
+from ..plotting.subtasks import plot_sharing_bars
 
 __all__ = ["SUBTASKS_FILE", "chance_overlap", "parse_subtasks_flag", "read_subtask_declaration", "subtask_markdown",
            "subtask_section"]
@@ -118,7 +119,6 @@ def subtask_section(declaration: Mapping[str, Any], report_dir: Path | None = No
     if accuracy:
         section.update(_accuracy_part(accuracy, names))
     if figure and report_dir is not None:
-        from ..plotting.subtasks import plot_sharing_bars
         plot_sharing_bars(section["sharing"], path=report_dir / "subtask_sharing").clear()
         section["figure"] = "subtask_sharing.png"
     return section

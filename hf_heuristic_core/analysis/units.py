@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
 import torch
@@ -21,8 +20,8 @@ from ..granularity import get_granularity
 from ..granularity.unit.granularity import UnitGranularity
 
 __all__ = [
-    "Unit", "ablation_masks", "all_units", "artifact_masks", "group_label", "kept_units", "make_unit",
-    "masks_without", "parse_unit", "pruned_kinds", "read_masks", "run_name", "sparsity_tag", "unit_index",
+    "BLOCK_KIND", "HEAD_KIND", "Unit", "ablation_masks", "all_units", "artifact_masks", "group_label", "kept_units",
+    "make_unit", "masks_without", "parse_unit", "pruned_kinds", "read_masks", "run_name", "sparsity_tag", "unit_index",
     "unit_kind", "unit_label", "units_from_masks",
 ]
 
@@ -30,6 +29,9 @@ Unit = tuple  # (layer, head) or ("mlp", layer)
 
 # Mask kind -> the names of its mask's dimensions, for messages ("2 layers x 4 heads"): the unit granularity's.
 KIND_AXES: dict[str, tuple[str, ...]] = dict(UnitGranularity.kind_axes)
+# The unit granularity's head and MLP-block kinds, as the reports' records key them.
+HEAD_KIND: str = UnitGranularity.head_kind
+BLOCK_KIND: str = UnitGranularity.block_kind
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -75,28 +77,13 @@ def make_unit(kind: str, index: Sequence[int]) -> Unit:
 
 
 def unit_label(unit: Unit) -> str:
-    """"L4.H0" for head (4, 0), "L3.MLP" for ("mlp", 3)."""
-    unit = parse_unit(unit)
-    return f"L{unit[1]}.MLP" if unit[0] == "mlp" else f"L{unit[0]}.H{unit[1]}"
-
-
-_LABEL = re.compile(r"^\s*L(?P<layer>\d+)\s*[.\s_-]?\s*(?:H(?P<head>\d+)|(?P<mlp>MLP))\s*$", re.IGNORECASE)
+    """"L4.H0" for head (4, 0), "L3.MLP" for ("mlp", 3) (the unit granularity's labels)."""
+    return UnitGranularity.unit_label(parse_unit(unit))
 
 
 def parse_unit(unit: Any) -> Unit:
     """A unit from "L4.H0" / "L4H0" / "L3.MLP", `(4, 0)` or `("mlp", 3)`; always returns the tuple form."""
-    if isinstance(unit, str):
-        match = _LABEL.match(unit)
-        if match is None:
-            raise ValueError(f"Cannot read unit {unit!r}: write heads as 'L4.H0' and MLP blocks as 'L3.MLP'.")
-        layer = int(match["layer"])
-        return ("mlp", layer) if match["mlp"] else (layer, int(match["head"]))
-    if isinstance(unit, (tuple, list)) and len(unit) == 2:
-        if isinstance(unit[0], str) and unit[0].lower() == "mlp":
-            return ("mlp", int(unit[1]))
-        if not isinstance(unit[0], str):
-            return (int(unit[0]), int(unit[1]))
-    raise ValueError(f"Cannot read unit {unit!r}: pass (layer, head), ('mlp', layer) or a label like 'L4.H0'.")
+    return UnitGranularity.parse_unit(unit)
 
 
 def group_label(units: Sequence[Unit], max_named: int = 4) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from .._keywords import settings_from_keywords
 from ..errors import PruningError
 from .batches import MetricBatch, metric_batches, metric_mean
 from .metrics import Metric, logit_difference
@@ -37,7 +38,7 @@ from .ranking import MIB_CURVE_SIZES, circuit_size, scored_count, top_units
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FaithfulnessCurve", "area_under_curves", "faithfulness_curve", "faithfulness_curves"]
+__all__ = ["CurveSettings", "FaithfulnessCurve", "area_under_curves", "faithfulness_curve", "faithfulness_curves"]
 
 # |m(full) - m(empty)| below this share of the metric's typical size makes f a ratio of noise.
 MIN_RELATIVE_GAP = 1e-3
@@ -113,20 +114,33 @@ def _check_scores(prunable: Any, scores: Mapping[str, Any], name: str) -> dict[s
     return checked
 
 
-def faithfulness_curves(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str, Any]], *,
-                        ablation: str | None = None, sizes: Sequence[float] = MIB_CURVE_SIZES,
-                        metric: Metric = logit_difference, absolute: bool = False, batch_size: int = 32,
-                        collate_fn: Any = None, batches: list[MetricBatch] | None = None,
-                        show_progress: bool = False) -> dict[str, FaithfulnessCurve]:
+@dataclass(frozen=True)
+class CurveSettings:
+    """How `faithfulness_curves` draws its curves: the `ablation` mode (None: the model's), the circuit `sizes`, the
+    `metric`, whether scores count by their absolute value, and a progress bar."""
+
+    ablation: str | None = None
+    sizes: Sequence[float] = MIB_CURVE_SIZES
+    metric: Metric = logit_difference
+    absolute: bool = False
+    show_progress: bool = False
+
+
+def faithfulness_curves(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str, Any]],
+                        settings: CurveSettings | None = None, *, batch_size: int = 32, collate_fn: Any = None,
+                        batches: list[MetricBatch] | None = None, **keywords: Any) -> dict[str, FaithfulnessCurve]:
     """MIB's faithfulness curve of each ranking (name -> unit scores by kind; NaN = unscored, always kept).
 
     `m(full)` and `m(empty)` are computed once and shared. `ablation` (default: the model's) must have its means
-    computed for mean ablation. Returns the curves by ranking name, in the order given.
+    computed for mean ablation. Returns the curves by ranking name, in the order given. The curve settings travel as
+    one `CurveSettings`; its fields are also accepted as keywords (`ablation=`, `sizes=`, ...).
     """
-    mode = ablation or prunable.pruning_config.ablation
+    settings = settings_from_keywords("faithfulness_curves", CurveSettings, settings, keywords)
+    mode = settings.ablation or prunable.pruning_config.ablation
     checked = {name: _check_scores(prunable, scores, name) for name, scores in rankings.items()}
     batches = batches if batches is not None else metric_batches(prunable, data, batch_size, collate_fn)
     examples = sum(batch.size for batch in batches)
+    metric = settings.metric
     was_training = prunable.training
     prunable.eval()
     try:
@@ -137,8 +151,8 @@ def faithfulness_curves(prunable: Any, data: Any, rankings: Mapping[str, Mapping
                 m_empty = metric_mean(prunable, batches, metric)
             curves = {}
             for name, scores in checked.items():
-                curves[name] = _curve(prunable, batches, metric, name, scores, sizes, absolute, m_full, m_empty, mode,
-                                      examples, show_progress)
+                curves[name] = _curve(prunable, batches, metric, name, scores, settings.sizes, settings.absolute,
+                                      m_full, m_empty, mode, examples, settings.show_progress)
     finally:
         prunable.train(was_training)
     return curves

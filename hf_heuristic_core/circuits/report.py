@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..io_utils import atomic_write_text
-from .faithfulness import FaithfulnessCurve, faithfulness_curves
+from .faithfulness import CurveSettings, FaithfulnessCurve, faithfulness_curves
 from .ranking import MIB_CURVE_SIZES, random_scores, size_label
+from ..plotting.circuits import plot_faithfulness_curves
+from .sources import load_unit_scores
 
 __all__ = ["CIRCUITS_DIR", "CURVES_NAME", "circuit_markdown", "circuit_section", "curves_document",
            "runs_curves", "write_curves"]
@@ -41,8 +43,8 @@ def curves_document(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str
         name = f"random-seed{seed}"
         everything[name] = random_scores(prunable.mask_shapes(), seed)
         groups[name] = RANDOM_GROUP
-    curves = faithfulness_curves(prunable, data, everything, ablation=ablation, sizes=sizes, batch_size=batch_size,
-                                 collate_fn=collate_fn)
+    curves = faithfulness_curves(prunable, data, everything, CurveSettings(ablation=ablation, sizes=sizes),
+                                 batch_size=batch_size, collate_fn=collate_fn)
     first = next(iter(curves.values()))
     return {"metric": first.metric, "ablation": first.ablation, "sizes": list(first.sizes), "m_full": first.m_full,
             "m_empty": first.m_empty, "examples": first.examples, "n_units": first.n_units,
@@ -55,7 +57,6 @@ def write_curves(output_dir: str | os.PathLike, document: Mapping[str, Any]) -> 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / CURVES_NAME, json.dumps(document, indent=2) + "\n")
-    from ..plotting.circuits import plot_faithfulness_curves
     plot_faithfulness_curves(_by_group(document), path=out / FIGURE_STEM,
                              title=f"Faithfulness over circuit size ({document['ablation']} ablation)").clear()
     return out / f"{FIGURE_STEM}.png"
@@ -64,7 +65,6 @@ def write_curves(output_dir: str | os.PathLike, document: Mapping[str, Any]) -> 
 def runs_curves(runs_dir: str | os.PathLike, results: Sequence[Mapping[str, Any]], prunable: Any, data: Any,
                 data_name: str, **kwargs: Any) -> dict[str, Any]:
     """Curves of every run of a `prune_many` folder (ranked by its logits), written to `RUNS_DIR/circuits/`."""
-    from .sources import load_unit_scores
     runs_dir = Path(runs_dir)
     rankings = {row["run"]: load_unit_scores(runs_dir / row["run"], prunable.mask_shapes()) for row in results}
     groups = {row["run"]: f"learned masks, {row['sparsity']:.0%} sparsity" for row in results}
@@ -95,7 +95,6 @@ def circuit_section(runs_dir: str | os.PathLike, report_dir: str | os.PathLike) 
                      "cpr_max": max(cprs), "cmd_mean": sum(cmds) / len(cmds), "cmd_min": min(cmds),
                      "cmd_max": max(cmds), "faithfulness": per_size,
                      "warnings": sorted({w for c in curves for w in c.get("warnings", [])})})
-    from ..plotting.circuits import plot_faithfulness_curves
     report_dir = Path(report_dir)
     plot_faithfulness_curves(_by_group(document), path=report_dir / FIGURE_STEM,
                              title=f"Faithfulness over circuit size ({document['ablation']} ablation)").clear()

@@ -15,6 +15,7 @@ import torch
 
 from ..errors import PruningError
 from .mib import MibFormatError, read_mib_circuit
+from ..artifacts import read_artifact
 
 __all__ = ["PINNED_SCORE", "load_unit_scores"]
 
@@ -52,7 +53,6 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
 
 
 def _artifact_scores(path: Path) -> dict[str, Any]:
-    from ..artifacts import read_artifact
     artifact = read_artifact(path)
     if artifact.config.granularity != "unit":
         raise PruningError(f"{path}: a {artifact.config.granularity!r} mask artifact; circuit rankings are over heads "

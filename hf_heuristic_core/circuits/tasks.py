@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UsageError
+from ..table_checks import load_dataset_checked
 from .ioi import generate_ioi, tokenize_ioi
+from ..data.generate import generate_nli
+from ..data.tokenize import tokenize_dataset
 
 __all__ = ["GENERATED_TASKS", "circuit_task_data"]
 
@@ -33,16 +36,12 @@ def circuit_task_data(source: str, tokenizer: Any, *, causal_lm: bool, size: int
         if causal_lm:
             raise UsageError("--dataset nli scores a sequence classifier's label logits; this model is a causal LM. "
                              "Use --dataset ioi, or a table with text, answer and foil columns.")
-        from ..data.generate import generate_nli
-        from ..data.tokenize import tokenize_dataset
         data = generate_nli(train_size=0, id_eval_size=size, ood_eval_size_per_subcase=0, seed=seed)["id_eval"]
         return tokenize_dataset(data, tokenizer, None, max_length, keep_labels=True)
-    from ..cli.checks import load_dataset_checked
     table = load_dataset_checked(source, dataset_config, split, "--dataset")
     table = table.select(range(min(size, len(table))))
     if causal_lm:
         return tokenize_ioi(table, tokenizer, max_length)
-    from ..data.tokenize import tokenize_dataset
     if not any(c in table.column_names for c in ("label", "labels")):
         raise UsageError(f"--dataset {source}: a classifier's logit difference needs a 'label' column; the table has "
                          f"{table.column_names}.")

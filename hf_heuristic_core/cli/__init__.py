@@ -88,34 +88,35 @@ def command_help(name: str) -> str:
     """A subcommand's help from its flag dataclasses, without importing torch (prune has its own, `prune_help`)."""
     epilog = "Dashes and underscores both work; booleans take true/false (on by default: also --no_FLAG)."
     if name == "study":
-        from ..study.run import StudyArguments
+        from ..study.run import StudyArguments  # lazy: `--help` does not load it
         return render_help("hf-heuristic-core study", SUBCOMMANDS["study"], [("study", StudyArguments, None)],
                            epilog=epilog + "\n--config FILE (YAML/JSON of these fields) sets the defaults; flags win.")
     if name == "effective-size":
+        # lazy: `--help` does not load it
         from .effective_size import DESCRIPTION, EffectiveSizeArguments
         return render_help("hf-heuristic-core effective-size OUTPUT_DIR", DESCRIPTION,
                            [("effective size", EffectiveSizeArguments, None)], epilog=epilog)
     if name == "induce":
-        from .induce import DESCRIPTION as INDUCE
-        from .induce import InductionArguments
+        from .induce import DESCRIPTION as INDUCE  # lazy: `--help` does not load it
+        from .induce import InductionArguments  # lazy: `--help` does not load it
         return render_help("hf-heuristic-core induce", INDUCE, [("induce", InductionArguments, None)], epilog=epilog)
     if name == "export":
-        from .export import DESCRIPTION as EXPORT
-        from .export import ExportScriptArguments
+        from .export import DESCRIPTION as EXPORT  # lazy: `--help` does not load it
+        from .export import ExportScriptArguments  # lazy: `--help` does not load it
         return render_help("hf-heuristic-core export", EXPORT, [("export", ExportScriptArguments, None)],
                            epilog=epilog)
     if name == "subtasks":
-        from .subtasks import DESCRIPTION as SUBTASKS
-        from .subtasks import SubtasksArguments
+        from .subtasks import DESCRIPTION as SUBTASKS  # lazy: `--help` does not load it
+        from .subtasks import SubtasksArguments  # lazy: `--help` does not load it
         return render_help("hf-heuristic-core subtasks", SUBTASKS, [("subtasks", SubtasksArguments, None)],
                            epilog=epilog)
     if name == "circuit":
-        from .circuit import circuit_help
+        from .circuit import circuit_help  # lazy: `--help` does not load it
         return circuit_help()
     if name != "analyze":
         raise ValueError(f"No help for {name!r}: one of {sorted(SUBCOMMANDS)}.")
-    from .analyze import DESCRIPTION as ANALYZE
-    from .analyze import AnalyzeArguments
+    from .analyze import DESCRIPTION as ANALYZE  # lazy: `--help` does not load it
+    from .analyze import AnalyzeArguments  # lazy: `--help` does not load it
     return render_help("hf-heuristic-core analyze RUNS_DIR", ANALYZE, [("analyze", AnalyzeArguments, None)],
                        epilog=epilog)
 
@@ -127,21 +128,21 @@ def _command(name: str) -> Callable[[list[str]], int]:
     if name == "study":
         return study_command
     if name == "export":
-        from .export import export_command
+        from .export import export_command  # lazy: `--help` does not load it
         return export_command
     if name == "subtasks":
-        from .subtasks import subtasks_command
+        from .subtasks import subtasks_command  # lazy: `--help` does not load it
         return subtasks_command
     if name == "induce":
-        from .induce import induce_command
+        from .induce import induce_command  # lazy: `--help` does not load it
         return induce_command
     if name == "circuit":
-        from .circuit import circuit_command
+        from .circuit import circuit_command  # lazy: `--help` does not load it
         return circuit_command
     if name == "effective-size":
-        from .effective_size import effective_size_command
+        from .effective_size import effective_size_command  # lazy: `--help` does not load it
         return effective_size_command
-    from .analyze import analyze_command
+    from .analyze import analyze_command  # lazy: `--help` does not load it
     return analyze_command
 
 
@@ -151,7 +152,7 @@ def parse_study_arguments(argv: Sequence[str]):
 
     from transformers import HfArgumentParser
 
-    from ..study.run import StudyArguments
+    from ..study.run import StudyArguments  # lazy: `--help` does not load it
     parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study", description=SUBCOMMANDS["study"],
                               usage="hf-heuristic-core study [--config FILE] [flags] (see --help)")
     pre = argparse.ArgumentParser(add_help=False)
@@ -175,7 +176,7 @@ def check_study_paths(args) -> None:
 
 
 def study_command(argv: Sequence[str]) -> int:
-    from ..study.run import run_study
+    from ..study.run import run_study  # lazy: `--help` does not load it
     args = parse_study_arguments(argv)
     check_study_paths(args)
     summary = run_study(args)

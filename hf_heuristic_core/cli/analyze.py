@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+from ..errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def parse_analyze_args(argv: Sequence[str]) -> AnalyzeArguments:
 
 def analyze_settings(args: AnalyzeArguments, output_dir: Path, subtasks: Any) -> Any:
     """The `AnalyzeSettings` the flags ask for (units and groups parsed from their comma forms)."""
-    from ..analysis.report_settings import AnalyzeSettings
+    from ..analysis.report_settings import AnalyzeSettings  # lazy: `--help` does not load it
     return AnalyzeSettings(
         output_dir=output_dir, ablation=args.ablation, attention=args.attention, core_sparsity=args.core_sparsity,
         ablation_mode=args.ablation_mode, ablation_units=_split_units(args.ablation_units),
@@ -113,12 +114,11 @@ def _report_of(folder: Path) -> dict | None:
 
 def analyze_command(argv: Sequence[str]) -> int:
     """Entry point of `hf-heuristic-core analyze`; returns the exit code."""
-    from ..analysis.report import analyze
-    from ..analysis.subtask_report import parse_subtasks_flag
-    from ..run_folder import claim_output_dir
+    from ..analysis.report import analyze  # lazy: `--help` does not load it
+    from ..analysis.subtask_report import parse_subtasks_flag  # lazy: `--help` does not load it
+    from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
     args = parse_analyze_args(argv)
     if not Path(args.runs_dir).is_dir():
-        from ..errors import UsageError
         raise UsageError(f"analyze {args.runs_dir}: no such folder; pass the runs folder prune_many (or the study's "
                          "runs/) wrote.")
     subtasks = parse_subtasks_flag(args.subtasks)

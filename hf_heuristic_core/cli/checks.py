@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-from ..errors import EmptyDatasetError, UsageError
+from ..errors import UsageError
+# Moved to the library (circuits/ loads tables too); these names keep working here.
+from ..table_checks import check_rows, load_dataset_checked  # noqa: F401
 
 MODEL_FILES = ("config.json", "adapter_config.json")
-
 
 def looks_local(source: str) -> bool:
     """A path rather than a Hub id: starts with . / ~, has a backslash, or more than one '/' (ids have at most one)."""
     return source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1 or \
         (os.sep != "/" and os.sep in source)
-
 
 def check_model_source(source: str, gguf_file: str | None = None, flag: str = "--model") -> None:
     """A local model folder must exist and hold a saved model; a Hub id is left to transformers."""
@@ -38,38 +37,13 @@ def check_model_source(source: str, gguf_file: str | None = None, flag: str = "-
     if looks_local(source):
         raise UsageError(f"{flag} {source}: no such folder; check the path, or pass a Hub id like 'namespace/name'.")
 
-
-def check_rows(data: Any, what: str) -> Any:
-    """Refuse an empty dataset now rather than deep inside the dataloader or the mean computation."""
-    if hasattr(data, "__len__") and len(data) == 0:
-        raise EmptyDatasetError(f"{what} has no rows; give data with at least one example (check the file, the "
-                                "split and --max_train_examples).")
-    return data
-
-
-def load_dataset_checked(source: str, config: str | None, split: str, flag: str) -> Any:
-    """`data.tables.load_table` (which names missing paths itself), with empty files reported as such."""
-    from ..data.tables import load_table
-    what = f"{flag} {source} (split {split!r})"
-    try:
-        data = load_table(source, config, split)
-    except StopIteration as err:  # datasets' json builder on an empty file
-        raise EmptyDatasetError(f"{what} has no rows; give data with at least one example.") from err
-    except ValueError as err:
-        if "corresponds to no data" in str(err):
-            raise EmptyDatasetError(f"{what} has no rows; give data with at least one example.") from err
-        raise
-    return check_rows(data, what)
-
-
 def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]:
     """`data.tokenize.text_columns`, its error turned into a `UsageError` naming the flag."""
-    from ..data.tokenize import text_columns
+    from ..data.tokenize import text_columns  # lazy: `--help` does not load it
     try:
         return text_columns(columns, requested)
     except ValueError as err:
         raise UsageError(str(err).replace("text columns [", "--text_columns [", 1)) from None
-
 
 def has_splits(source: str) -> bool:
     """Whether a `--dataset` names splits that `--train_split` / `--eval_split` can choose between: a Hub dataset, a
@@ -85,6 +59,7 @@ def has_splits(source: str) -> bool:
         return True
     if (folder / "state.json").exists() and (folder / "dataset_info.json").exists():
         return False
+    # lazy: `--help` does not load it
     from ..data.tables import _KNOWN_SPLIT_WORDS, _data_files, _split_tokens, _stem
     return any(_split_tokens(str(f.relative_to(folder).with_name(_stem(f)))) & _KNOWN_SPLIT_WORDS
                for f in _data_files(folder))

@@ -19,6 +19,9 @@ from typing import Any
 
 from ..errors import UsageError
 from .help import render_help, wants_help
+from ..config import PruningConfig
+from ..io_utils import atomic_write_text
+from .checks import check_model_source
 
 ACTIONS = {
     "export": "write a ranking (--scores) as MIB's importance file plus binary circuits at MIB's sizes",
@@ -115,6 +118,7 @@ def _require(args: CircuitArguments, *names: str) -> None:
 
 
 def _sizes(text: str) -> tuple[float, ...]:
+    # lazy: `--help` does not load it
     from ..circuits.ranking import MIB_CURVE_SIZES, MIB_SUBMISSION_SIZES
     if text == "submission":
         return MIB_SUBMISSION_SIZES
@@ -133,9 +137,7 @@ def _load(args: CircuitArguments) -> tuple[Any, Any, bool]:
     """The wrapped model (masks disabled until a circuit is applied), its tokenizer, and whether it is a causal LM."""
     import transformers
 
-    from ..config import PruningConfig
-    from ..model import PrunableModel
-    from .checks import check_model_source
+    from ..model import PrunableModel  # lazy: `--help` does not load it
     check_model_source(args.model, args.gguf_file)
     kwargs = {"gguf_file": args.gguf_file} if args.gguf_file else {}
     config = transformers.AutoConfig.from_pretrained(args.model, **kwargs)
@@ -157,7 +159,7 @@ def _load(args: CircuitArguments) -> tuple[Any, Any, bool]:
 def _data(args: CircuitArguments, prunable: Any, tokenizer: Any, causal: bool) -> tuple[Any, Any]:
     import transformers
 
-    from ..circuits.tasks import circuit_task_data
+    from ..circuits.tasks import circuit_task_data  # lazy: `--help` does not load it
     data = circuit_task_data(args.dataset, tokenizer, causal_lm=causal, size=args.num_examples, seed=args.seed,
                              max_length=args.max_length, text_columns=args.text_columns, split=args.split,
                              dataset_config=args.dataset_config)
@@ -171,8 +173,8 @@ def _data(args: CircuitArguments, prunable: Any, tokenizer: Any, causal: bool) -
 
 # ------------------------------------------------------------------ actions
 def run_export(args: CircuitArguments) -> dict[str, Any]:
-    from ..circuits.export import export_mib_circuits
-    from ..circuits.sources import load_unit_scores
+    from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
+    from ..circuits.sources import load_unit_scores  # lazy: `--help` does not load it
     _require(args, "scores", "output_dir")
     if "," in args.scores:
         raise UsageError("circuit export writes one ranking; pass one --scores source.")
@@ -187,11 +189,12 @@ def run_export(args: CircuitArguments) -> dict[str, Any]:
 
 def _export_config(args: CircuitArguments) -> Any:
     """MIB's cfg from the model's config (`--model`), else from the artifact or MIB file given as --scores."""
+    # lazy: `--help` does not load it
     from ..circuits.mib import MibConfig, parallel_attn_mlp, read_mib_circuit
     source = Path(args.scores)
     if source.suffix == ".json" and source.is_file():
         return read_mib_circuit(source).cfg
-    from ..artifacts import read_artifact
+    from ..artifacts import read_artifact  # lazy: `--help` does not load it
     config = read_artifact(source).config
     if not (config.num_layers and config.num_heads):
         raise UsageError(f"{source}: the artifact does not record num_layers / num_heads; re-save it with a current "
@@ -210,11 +213,10 @@ def _export_config(args: CircuitArguments) -> Any:
 
 
 def run_attribute(args: CircuitArguments) -> dict[str, Any]:
-    from ..circuits.attribution import attribution_scores
-    from ..circuits.export import export_mib_circuits
-    from ..circuits.mib import mib_config
-    from ..circuits.ranking import MIB_SUBMISSION_SIZES
-    from ..io_utils import atomic_write_text
+    from ..circuits.attribution import attribution_scores  # lazy: `--help` does not load it
+    from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
+    from ..circuits.mib import mib_config  # lazy: `--help` does not load it
+    from ..circuits.ranking import MIB_SUBMISSION_SIZES  # lazy: `--help` does not load it
     _require(args, "model", "dataset", "output_dir")
     prunable, tokenizer, causal = _load(args)
     data, collator = _data(args, prunable, tokenizer, causal)
@@ -231,6 +233,7 @@ def run_attribute(args: CircuitArguments) -> dict[str, Any]:
 
 
 def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
+    # lazy: `--help` does not load it
     from ..circuits.report import CURVES_NAME, curves_document, write_curves
     _require(args, "model", "dataset")
     if not (args.scores or args.runs_dir):
@@ -257,7 +260,7 @@ def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
 
 
 def _rankings(args: CircuitArguments, prunable: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    from ..circuits.sources import load_unit_scores
+    from ..circuits.sources import load_unit_scores  # lazy: `--help` does not load it
     rankings: dict[str, Any] = {}
     groups: dict[str, str] = {}
     for source in [s.strip() for s in (args.scores or "").split(",") if s.strip()]:
@@ -266,7 +269,7 @@ def _rankings(args: CircuitArguments, prunable: Any) -> tuple[dict[str, Any], di
         rankings[name] = load_unit_scores(source, prunable.mask_shapes())
         groups[name] = name
     if args.runs_dir:
-        from ..analysis.results import collect_results
+        from ..analysis.results import collect_results  # lazy: `--help` does not load it
         results = collect_results(Path(args.runs_dir)).results
         if not results:
             raise UsageError(f"--runs_dir {args.runs_dir} holds no finished runs (sp*-seed*/result.json).")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..search.defaults import DEFAULT_STRATEGY
+from .checks import resolve_text_columns
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class EffectiveSizeArguments:
 def effective_size_command(argv: Sequence[str]) -> int:
     """Entry point of the subcommand (wired into `hf_heuristic_core.cli`)."""
     from transformers import HfArgumentParser
-    from ..search.tracking import summary_table
+    from ..search.tracking import summary_table  # lazy: `--help` does not load it
     argv = list(argv)
     if argv and not argv[0].startswith("-"):
         argv = ["--output_dir", argv[0], *argv[1:]]
@@ -92,10 +93,10 @@ def effective_size_command(argv: Sequence[str]) -> int:
                               description=DESCRIPTION,
                               usage="hf-heuristic-core effective-size RUN_DIR [flags] (see --help)")
     (arguments,) = parser.parse_args_into_dataclasses(args=argv)
-    from ..run_folder import FolderLock
+    from ..run_folder import FolderLock  # lazy: `--help` does not load it
     results_folder = Path(arguments.results_file).parent if arguments.results_file else Path(arguments.output_dir)
     if not Path(arguments.output_dir).is_dir():
-        from ..evaluation.effective_size import EffectiveSizeError
+        from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
         raise EffectiveSizeError(f"{arguments.output_dir}: no such folder; pass the output_dir of a fine-tuning run "
                                  "that saved checkpoint-* folders.")
     with FolderLock(results_folder, "effective-size", "--results_file folder"):   # writable, one writer at a time
@@ -107,9 +108,10 @@ def effective_size_command(argv: Sequence[str]) -> int:
 
 def run_effective_size(arguments: EffectiveSizeArguments):
     """Load and tokenize the data, then `track_effective_size` over the run's checkpoints."""
-    from ..data.tables import load_table
-    from ..evaluation.effective_size import EffectiveSizeError
-    from ..search.run import ClimbSchedule
+    from ..data.tables import load_table  # lazy: `--help` does not load it
+    from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
+    from ..search.run import ClimbSchedule  # lazy: `--help` does not load it
+    # lazy: `--help` does not load it
     from ..search.tracking import find_checkpoints, track_effective_size
 
     if not arguments.id_eval and not arguments.ood_eval:
@@ -132,8 +134,7 @@ def run_effective_size(arguments: EffectiveSizeArguments):
     if clash:
         raise EffectiveSizeError(f"--id_eval and --ood_eval both give cases named {sorted(clash)}; name them "
                                  "apart with NAME=SOURCE.")
-    from .checks import resolve_text_columns
-    from ..data.tokenize import tokenize_dataset
+    from ..data.tokenize import tokenize_dataset  # lazy: `--help` does not load it
     columns = resolve_text_columns(train.column_names, arguments.text_columns)
     train_tokens = tokenize_dataset(train, tokenizer, columns, arguments.max_length, keep_labels=False)
     eval_sets = {name: tokenize_dataset(data, tokenizer, columns, arguments.max_length)
@@ -169,15 +170,15 @@ def _sources(arguments: EffectiveSizeArguments) -> list[str]:
 
 
 def _generated(arguments: EffectiveSizeArguments):
-    from ..data.nli import generate_nli
+    from ..data.nli import generate_nli  # lazy: `--help` does not load it
     return generate_nli(train_size=arguments.generated_train_size, id_eval_size=arguments.generated_id_size,
                         ood_eval_size_per_subcase=arguments.generated_ood_size, seed=arguments.data_seed)
 
 
 def _eval_sets(items: list[str], arguments: EffectiveSizeArguments, generated: Any, generated_split: str,
                split_subcases: bool) -> dict[str, Any]:
-    from ..data.tables import load_table
-    from ..evaluation.effective_size import EffectiveSizeError
+    from ..data.tables import load_table  # lazy: `--help` does not load it
+    from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
     sets: dict[str, Any] = {}
     for item in items:
         name, source = item.split("=", 1) if "=" in item else ("", item)
@@ -203,14 +204,14 @@ def _subcases(data) -> dict[str, Any] | None:
     """One set per HANS-style subcase, when the data says which subcase each row belongs to."""
     columns = set(data.column_names)
     if "subcase_full" in columns or {"heuristic", "subcase"} <= columns:
-        from ..data.nli import hans_subsets
+        from ..data.nli import hans_subsets  # lazy: `--help` does not load it
         return hans_subsets(data)
     return None
 
 
 def _load_tokenizer(arguments: EffectiveSizeArguments, first_checkpoint: Path):
     from transformers import AutoTokenizer
-    from ..evaluation.effective_size import EffectiveSizeError
+    from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
     candidates = [arguments.tokenizer] if arguments.tokenizer else [str(first_checkpoint), arguments.output_dir]
     for candidate in candidates:
         try:
@@ -225,7 +226,7 @@ def _load_tokenizer(arguments: EffectiveSizeArguments, first_checkpoint: Path):
 
 
 def _floats(text: str, flag: str) -> list[float]:
-    from ..evaluation.effective_size import EffectiveSizeError
+    from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
     try:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError as err:
@@ -233,7 +234,7 @@ def _floats(text: str, flag: str) -> list[float]:
 
 
 def _ints(text: str, flag: str) -> list[int]:
-    from ..evaluation.effective_size import EffectiveSizeError
+    from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError as err:

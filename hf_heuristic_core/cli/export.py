@@ -42,7 +42,7 @@ def run_export(script: ExportScriptArguments) -> dict:
     transformers loads the folder, and where."""
     from dataclasses import asdict
 
-    from ..run_folder import claim_output_dir, local_paths
+    from ..run_folder import claim_output_dir, local_paths  # lazy: `--help` does not load it
     settings = {k: v for k, v in asdict(script).items()
                 if k not in ("overwrite_output_dir", "push_to_hub", "output_dir", "allow_unfinished")}
     settings.update(model=local_paths(script.model), masks=local_paths(script.masks))
@@ -55,16 +55,17 @@ def run_export(script: ExportScriptArguments) -> dict:
 
 
 def _is_previous_export(folder) -> bool:
-    from ..export.io import _folder_state
+    from ..export.io import _folder_state  # lazy: `--help` does not load it
     return _folder_state(folder) == "slim"
 
 
 def _export(script: ExportScriptArguments) -> dict:
     import transformers
 
-    from ..artifacts import check_finished, read_artifact
-    from ..export import parameter_count, push_slim_to_hub, save_slim
-    from ..model import PrunableModel
+    from ..artifacts import check_finished, read_artifact  # lazy: `--help` does not load it
+    from ..export import parameter_count, push_slim_to_hub, save_slim  # lazy: `--help` does not load it
+    from ..model import PrunableModel  # lazy: `--help` does not load it
+    # lazy: `--help` does not load it
     from .export_checks import check_masks_fit_model, exported_granularity, loading_mismatch
     artifact = read_artifact(script.masks)
     exported_granularity(artifact, script.masks)

@@ -37,12 +37,17 @@ def _default(item: dataclasses.Field) -> Any:
 
 
 def add_fields(group: Any, dataclass_type: type, names: Sequence[str] | None = None) -> None:
-    """Add `dataclass_type`'s fields (or only `names`, in that order) to an argparse group, for display."""
+    """Add `dataclass_type`'s fields (or only `names`, in that order) to an argparse group, for display. A class
+    attribute `flag_choices` (flag -> a function returning the names it accepts, e.g. a registry's `names`) lists
+    each such flag's choices from where they are registered, not from a copy."""
     by_name = {item.name: item for item in dataclasses.fields(dataclass_type)}
+    choices = getattr(dataclass_type, "flag_choices", {})
     for name in names or list(by_name):
         item = by_name[name]
         default = _default(item)
         text = item.metadata.get("help", "")
+        if name in choices:   # read when help is drawn, so a method registered since shows up
+            text = f"{text} One of: {', '.join(choices[name]())}."
         is_bool = item.type in (bool, "bool") or str(item.type) in ("bool", "bool | None")
         if default is dataclasses.MISSING:
             text = f"{text} (required)"

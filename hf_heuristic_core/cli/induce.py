@@ -60,15 +60,15 @@ def induce_command(argv: Sequence[str]) -> int:
 
     from transformers import HfArgumentParser
 
-    from ..induction.runner import run_induction
-    from ..run_folder import claim_output_dir
+    from ..induction.runner import run_induction  # lazy: `--help` does not load it
+    from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
     parser = HfArgumentParser(InductionArguments, prog="hf-heuristic-core induce", description=DESCRIPTION)
     (args,) = parser.parse_args_into_dataclasses(args=list(argv))
     check_source(args)
     if args.masks:
         from pathlib import Path
 
-        from ..artifacts import CONFIG_NAME, check_finished
+        from ..artifacts import CONFIG_NAME, check_finished  # lazy: `--help` does not load it
         if (Path(args.masks) / CONFIG_NAME).is_file():
             for reason in check_finished(args.masks, args.allow_unfinished):
                 print(f"WARNING: unfinished masks (--allow_unfinished): {reason}")

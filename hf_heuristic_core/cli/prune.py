@@ -13,10 +13,11 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 from ..config import SETTINGS_CLASSES, PruningConfig
-from ..errors import UsageError
+from ..errors import PruningError, UsageError
+from ..granularity import GRANULARITIES
 from ..granularity.weight.settings import parse_layers as _parse_layers
 from ..relaxations import RELAXATIONS, relaxation_settings_class
 from ..training.fields import PruningFields
@@ -25,7 +26,7 @@ from .checks import (
     check_rows,
     resolve_text_columns,
 )
-from .help import render_help, wants_help
+from .help import render_help, render_source_help, source_fields, wants_help
 from .prune_data import DEFAULT_EVAL_EXAMPLES, check_labels, check_split_flags, load_prune_data
 from .settings_flags import flag_values, settings_flags, settings_flags_dataclass, unset_flags_check
 
@@ -50,6 +51,10 @@ class PruneScriptArguments(PruneSettingsFlags):
     """What to prune and on which data (the pruning hyperparameters are `PruningArguments`); the granularity and
     relaxation settings flags come from `PruneSettingsFlags`."""
 
+    # The method selectors' choices, read from the registries when help is drawn (not a dataclass field).
+    flag_choices: ClassVar[dict[str, Callable[[], list[str]]]] = {"granularity": GRANULARITIES.names,
+                                                                  "relaxation": RELAXATIONS.names}
+
     _argument_group_name = "what to prune"
 
     model: str = field(metadata={"help": "Hub id or local folder of a fine-tuned model (classifier or causal LM)."})
@@ -73,14 +78,15 @@ class PruneScriptArguments(PruneSettingsFlags):
         "help": "auto, sequence_classification, causal_lm or token_classification."})
     ablation: str | None = field(default=None, metadata={
         "help": "mean, zero or resample (default: mean; zero for --granularity weight)."})
-    granularity: str = field(default="unit", metadata={"help": "unit (heads and MLP blocks), neuron or weight."})
+    granularity: str = field(default="unit", metadata={
+        "help": "What one mask entry is: a head or MLP block (unit), an MLP neuron, a weight (granularity/<name>/)."})
     uniform_layers: bool = field(default=False, metadata={
         "help": "Binarize to the same number of heads (whole key/value groups under GQA) and the same MLP width in "
                 "every layer, so that `export` writes a stock config plain transformers loads "
                 "(PruningConfig.uniform_layers)."})
     relaxation: str = field(default=PruningConfig.relaxation, metadata={
-        "help": "How mask values are drawn: one of " + ", ".join(RELAXATIONS.names()) + " (each relaxation's "
-                "constants are PruningConfig fields; relaxations/<name>/settings.py)."})
+        "help": "How mask values are drawn (each relaxation's constants are PruningConfig fields; "
+                "relaxations/<name>/settings.py)."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
     gguf_file: str | None = field(default=None, metadata={
         "help": "GGUF file inside --model: dequantized to float32 on load; --task auto reads the GGUF's "
@@ -199,7 +205,6 @@ def prune_help_all() -> str:
     (not imported: that costs torch, seconds), each refused one marked with its reason."""
     import dataclasses
 
-    from .help import render_source_help, source_fields
     own = {f.name for f in dataclasses.fields(PruningFields)}
     training = [f for f in source_fields("transformers", "training_args.py", "TrainingArguments") if f.name not in own]
     notes = {name: f"REFUSED by prune: {reason}." for name, reason in REFUSED_FLAGS.items()}
@@ -213,7 +218,7 @@ def prune_help_all() -> str:
 def full_parser():
     from transformers import HfArgumentParser
 
-    from ..training.arguments import PruningArguments
+    from ..training.arguments import PruningArguments  # lazy: `--help` does not load it
     # A short usage line: argparse's default lists all ~150 flags before every parse error.
     return HfArgumentParser((PruneScriptArguments, PruningArguments), prog=PROG, description=DESCRIPTION,
                             usage=f"{PROG} --model M --dataset D --output_dir DIR [flags] (see --help)")
@@ -276,7 +281,7 @@ def prune_command(argv: Sequence[str]) -> int:
 def run_prune(script: PruneScriptArguments, args) -> dict:
     """Claim the output folder, load, tokenize, compute means, prune, binarize, save; returns the summary printed by
     the CLI (and recorded in the folder's run record)."""
-    from ..run_folder import claim_output_dir
+    from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
 
     check_script_arguments(script)
     check_split_flags(script)
@@ -296,8 +301,8 @@ def prune_settings(script: PruneScriptArguments, args) -> dict[str, Any]:
     settings of the run fingerprint (`training.fingerprint`)."""
     from dataclasses import asdict
 
-    from ..run_folder import local_paths
-    from ..training.fingerprint import SETTING_FIELDS
+    from ..run_folder import local_paths  # lazy: `--help` does not load it
+    from ..training.fingerprint import SETTING_FIELDS  # lazy: `--help` does not load it
     settings = {k: v for k, v in asdict(script).items() if k != "overwrite_output_dir"}
     settings.update(model=local_paths(script.model), dataset=local_paths(script.dataset))
     settings.update({name: getattr(args, name, None) for name in SETTING_FIELDS})
@@ -307,9 +312,9 @@ def prune_settings(script: PruneScriptArguments, args) -> dict[str, Any]:
 def _prune(script: PruneScriptArguments, args) -> dict:
     import transformers
 
-    from ..data.tokenize import tokenize_dataset
-    from ..model import PrunableModel
-    from ..training.trainer import PruningTrainer
+    from ..data.tokenize import tokenize_dataset  # lazy: `--help` does not load it
+    from ..model import PrunableModel  # lazy: `--help` does not load it
+    from ..training.trainer import PruningTrainer  # lazy: `--help` does not load it
 
     resume = resume_checkpoint(args)
     hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
@@ -391,7 +396,6 @@ def resume_checkpoint(args) -> str | bool | None:
     """`--resume_from_checkpoint DIR` or `last`, checked before any work so that a typo fails now instead of silently
     restarting from step 0. `last` stays `True`: the trainer picks the newest checkpoint *of this run* (its settings
     fingerprint, `training.fingerprint`), and refuses a checkpoint of another run naming the difference."""
-    from ..errors import PruningError
     wanted = args.resume_from_checkpoint
     if wanted in (None, "", "False", "false"):
         return None
@@ -452,7 +456,7 @@ def _is_decoder_type(model_type: str | None) -> bool:
 def format_summary(summary: dict) -> str:
     """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome),
     faithfulness and the data it was measured on, and the convergence verdict (always)."""
-    from ..training.convergence import verdict_line
+    from ..training.convergence import verdict_line  # lazy: `--help` does not load it
     lines = ["", "Pruning summary", "---------------"]
     lines.append(f"units kept          {summary['units_kept']} of {summary['units_total']} "
                  f"(heads {summary.get('heads_kept', '-')}/{summary.get('heads_total', '-')}, "

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+from ..errors import ArtifactError
+from ..io_utils import atomic_write_text
 
 DESCRIPTION = "Compare subtask masks: per-layer IoU / IoMin, shared fractions, kept share of a full-task mask."
 
@@ -41,8 +43,7 @@ class SubtasksArguments:
 
 def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
     """Claim the output folder, then compare the masks (see the module docstring)."""
-    from ..errors import ArtifactError
-    from ..run_folder import claim_output_dir, local_paths
+    from ..run_folder import claim_output_dir, local_paths  # lazy: `--help` does not load it
 
     if len(args.masks) < 2:
         raise ArtifactError(f"subtasks compares masks: pass at least two artifacts to --masks, got {args.masks}.")
@@ -60,10 +61,9 @@ def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
 
 
 def _compare(args: SubtasksArguments, names: list[str]) -> dict[str, Any]:
+    # lazy: `--help` does not load it
     from ..analysis.subtasks import mask_overlap, remaining_fraction, sharing_fractions, sharing_over_union
-    from ..artifacts import check_finished, read_artifact
-    from ..errors import ArtifactError
-    from ..io_utils import atomic_write_text
+    from ..artifacts import check_finished, read_artifact  # lazy: `--help` does not load it
 
     artifacts = [read_artifact(m) for m in args.masks]
     unfinished = {m: check_finished(m, args.allow_unfinished, "--masks", a) for m, a in zip(args.masks, artifacts)}
@@ -88,7 +88,7 @@ def _compare(args: SubtasksArguments, names: list[str]) -> dict[str, Any]:
     atomic_write_text(out / "subtasks.json", json.dumps(summary, indent=2, default=_json_number) + "\n")
     atomic_write_text(out / "subtasks.md", _markdown(summary))
     if args.figure:
-        from ..plotting.subtasks import plot_sharing_bars
+        from ..plotting.subtasks import plot_sharing_bars  # lazy: `--help` does not load it
         plot_sharing_bars(summary["sharing"], path=out / "sharing")
     return summary
 

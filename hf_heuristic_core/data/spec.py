@@ -7,6 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .tokenize import tokenize_dataset
+from .generate import generate_nli
+from .hans import filter_subcases, load_hans
+from .pairs import load_mnli
+from .study_spec import spec_from_study_record
+from .tables import load_table
 
 __all__ = ["MissingDataSpecError", "datasets_from_spec", "eval_sets_from_spec"]
 
@@ -20,8 +25,6 @@ def load_source(entry: Mapping[str, Any], generated: dict[str, Any] | None = Non
     generated = {} if generated is None else generated
     source = entry.get("source")
     if source == "generate_nli":
-        from .generate import generate_nli
-        from .hans import filter_subcases
         kwargs = dict(entry.get("kwargs") or {})
         key = json.dumps(kwargs, sort_keys=True, default=str)
         if key not in generated:
@@ -30,13 +33,10 @@ def load_source(entry: Mapping[str, Any], generated: dict[str, Any] | None = Non
         if entry.get("subcases"):
             dataset = filter_subcases(dataset, entry["subcases"])
     elif source == "hans":
-        from .hans import load_hans
         dataset = load_hans(entry["path"], split=entry.get("split", "validation"), subcases=entry.get("subcases"))
     elif source == "mnli":
-        from .pairs import load_mnli
         dataset = load_mnli(entry.get("path", "nyu-mll/glue"), split=entry.get("split", "validation_matched"))
     elif source == "table":
-        from .tables import load_table
         dataset = load_table(str(entry["path"]), entry.get("config"), entry.get("split", "train"))
     else:
         raise ValueError(f"Unknown data source {source!r} in {dict(entry)}; use 'generate_nli' (with 'kwargs' and "
@@ -79,7 +79,6 @@ def normalize_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     (``{"train", "id_eval", "ood_eval", "generated", "max_length"}``) becomes the spec that study writes now."""
     if "eval_sets" in spec or "generated" not in spec:
         return spec
-    from .study_spec import spec_from_study_record
     return spec_from_study_record(spec)
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from .hans import hans_subsets, load_hans
+from .tables import column, load_table
+from .templates import GENERATED_SUBCASES
 
 __all__ = ["MNLI_IDS", "OLD_STUDY_KEYS", "nli_study_spec", "spec_from_study_record"]
 
@@ -27,8 +30,6 @@ def _mnli_id(name: str) -> str:
 def _ood_entries(source: str, per_case: int, seed: int) -> dict[str, dict[str, Any]]:
     """One entry per counter-heuristic subcase of a HANS-shaped source (each shuffled with ``seed`` and capped at
     ``per_case``), or one ``ood`` entry for a table without subcases."""
-    from .hans import hans_subsets, load_hans
-    from .tables import column, load_table
     capped = {"shuffle_seed": seed, "limit": per_case}
     try:
         table, kind = load_hans(source, split="validation"), "hans"
@@ -52,7 +53,6 @@ def nli_study_spec(train: str | None = None, id_eval: str | None = None, ood_eva
     :func:`generate_nli`'s OOD split. An MNLI id gives two ID cases (``mnli_matched``, ``mnli_mismatched``), as
     in the paper; a user OOD source is read once here to list its subcases.
     """
-    from .templates import GENERATED_SUBCASES
     generated = {"train_size": train_size, "id_eval_size": id_eval_size, "ood_eval_size_per_subcase": ood_per_case,
                  "counter_heuristic_fraction": counter_heuristic_fraction, "seed": seed}
 

@@ -37,6 +37,7 @@ from ..architectures.registry import ARCHITECTURES
 from .fold import rebuild_layer
 from .plan import LayerLayout
 from .slim import SLIM_KEY
+from .. import _autoload_hook
 
 __all__ = ["AUTOLOAD_MODEL_TYPES", "SCHEMA_KEY", "autoload_registered", "loads_after_import", "per_layer_config_for",
            "register_autoload", "unregister_autoload", "write_per_layer_schema"]
@@ -177,7 +178,6 @@ def unregister_autoload() -> None:
         unregister_patch_mapping(mine)
     _restore_stock_classes(set(_REGISTERED.values()))
     _REGISTERED.clear()
-    from .. import _autoload_hook
     _autoload_hook.disable()
 
 

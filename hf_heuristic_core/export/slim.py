@@ -131,47 +131,9 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     layers, or a folded mean with no bias the stock config can state, are then an `ExportError` instead of a
     `load_slim` folder. The wrapped model is left untouched.
     """
-    architecture = prunable.architecture
-    model_type = architecture.model_type
-    paths = architecture.paths
-    granularity = prunable.pruning_config.granularity
-    cls = get_granularity(granularity)
-    if not cls.mask_kinds or architecture.is_encoder_decoder or paths.slim is None:
-        raise UnsupportedArchitectureError(
-            f"Slim export supports unit masks (heads and MLP blocks) and neuron masks of the model types "
-            f"{slim_model_types()}; this model is {model_type!r} with the {granularity!r} granularity. Keep using "
-            "the hooked PrunableModel, or add a SlimMap for it in hf_heuristic_core.ARCHITECTURES.")
-    given = prunable.validate_masks(masks) if masks is not None else {}
-    full = prunable.get_masks(binary=True)
-    masks = {kind: given.get(kind, full[kind]) for kind in cls.mask_kinds}
-    _check_masks(masks)
-    ablation = ablation or prunable.pruning_config.ablation
-    uniform = prunable.pruning_config.uniform_layers if uniform is None else bool(uniform)
-    sizes = UnitSizes(architecture.num_layers, architecture.num_heads,
-                      num_kv_heads(transformers_model(prunable.model).config, paths.slim, architecture.num_heads),
-                      architecture.head_dim, int(input_width(architecture.mlp_outputs[0])))
-    if cls.owned_units(masks, sizes) is None:
-        raise UnsupportedArchitectureError(
-            f"The {granularity!r} granularity's masks do not read as heads, MLP blocks or neurons "
-            "(Granularity.owned_units), so slim export cannot slice them. Keep using the hooked PrunableModel.")
-    if uniform:
-        check_uniform(cls.owned_units(masks, sizes), sizes.num_kv_heads)
-    if ablation not in ABLATIONS:
-        raise ExportError(f"Unknown ablation {ablation!r}; choose 'mean' or 'zero'.")
-    means = _means_for(prunable, ablation, masks)
-    units = cls.owned_units(masks, sizes, means).filled(sizes)
-
-    hf_original = transformers_model(prunable.model)
-    if not hasattr(hf_original, "save_pretrained") or hf_original is not prunable.model:
-        raise ExportError("Slim export needs a plain Transformers model inside the PrunableModel (not a PEFT "
-                          "wrapper); merge adapters first (peft_model.merge_and_unload()) and wrap that.")
-    with _hooks_set_aside(hf_original):
-        model = copy.deepcopy(hf_original)
-    forget_hook_marks(model)
-    _drop_gguf_marker(model)
-    saved_grad = prunable._saved_requires_grad or {}
-    for name, parameter in model.named_parameters():
-        parameter.requires_grad_(saved_grad.get(name, parameter.requires_grad))
+    cls, masks, ablation, uniform, units = _export_inputs(prunable, masks, ablation, uniform)
+    paths, model_type = prunable.architecture.paths, prunable.architecture.model_type
+    hf_original, model = _plain_copy(prunable)
 
     resolved = resolve_architecture(model, prunable.pruning_config)
     num_heads, head_dim = resolved.num_heads, resolved.head_dim
@@ -202,6 +164,58 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     })
     model.train(hf_original.training)
     return model
+
+
+def _export_inputs(prunable: Any, masks: Mapping[str, Any] | None, ablation: str | None, uniform: bool | None
+                   ) -> tuple[Any, dict[str, torch.Tensor], str, bool, OwnedUnits]:
+    """Phase 1, before anything is copied: the granularity, the checked masks, the ablation and layout asked for,
+    and the masks (with their means) in the architecture's units, every unit they say nothing about kept."""
+    architecture = prunable.architecture
+    model_type = architecture.model_type
+    paths = architecture.paths
+    granularity = prunable.pruning_config.granularity
+    cls = get_granularity(granularity)
+    if not cls.mask_kinds or architecture.is_encoder_decoder or paths.slim is None:
+        raise UnsupportedArchitectureError(
+            f"Slim export supports unit masks (heads and MLP blocks) and neuron masks of the model types "
+            f"{slim_model_types()}; this model is {model_type!r} with the {granularity!r} granularity. Keep using "
+            "the hooked PrunableModel, or add a SlimMap for it in hf_heuristic_core.ARCHITECTURES.")
+    given = prunable.validate_masks(masks) if masks is not None else {}
+    full = prunable.get_masks(binary=True)
+    masks = {kind: given.get(kind, full[kind]) for kind in cls.mask_kinds}
+    _check_masks(masks)
+    ablation = ablation or prunable.pruning_config.ablation
+    uniform = prunable.pruning_config.uniform_layers if uniform is None else bool(uniform)
+    sizes = UnitSizes(architecture.num_layers, architecture.num_heads,
+                      num_kv_heads(transformers_model(prunable.model).config, paths.slim, architecture.num_heads),
+                      architecture.head_dim, int(input_width(architecture.mlp_outputs[0])))
+    if cls.owned_units(masks, sizes) is None:
+        raise UnsupportedArchitectureError(
+            f"The {granularity!r} granularity's masks do not read as heads, MLP blocks or neurons "
+            "(Granularity.owned_units), so slim export cannot slice them. Keep using the hooked PrunableModel.")
+    if uniform:
+        check_uniform(cls.owned_units(masks, sizes), sizes.num_kv_heads)
+    if ablation not in ABLATIONS:
+        raise ExportError(f"Unknown ablation {ablation!r}; choose 'mean' or 'zero'.")
+    means = _means_for(prunable, ablation, masks)
+    return cls, masks, ablation, uniform, cls.owned_units(masks, sizes, means).filled(sizes)
+
+
+def _plain_copy(prunable: Any) -> tuple[nn.Module, nn.Module]:
+    """The wrapped Transformers model and a deep copy of it with no hooks, marks or GGUF marker, and the
+    `requires_grad` flags it had before wrapping."""
+    hf_original = transformers_model(prunable.model)
+    if not hasattr(hf_original, "save_pretrained") or hf_original is not prunable.model:
+        raise ExportError("Slim export needs a plain Transformers model inside the PrunableModel (not a PEFT "
+                          "wrapper); merge adapters first (peft_model.merge_and_unload()) and wrap that.")
+    with _hooks_set_aside(hf_original):
+        model = copy.deepcopy(hf_original)
+    forget_hook_marks(model)
+    _drop_gguf_marker(model)
+    saved_grad = prunable._saved_requires_grad or {}
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(saved_grad.get(name, parameter.requires_grad))
+    return hf_original, model
 
 
 def _drop_gguf_marker(model: nn.Module) -> None:

@@ -28,6 +28,7 @@ from ..granularity import granularity_for_kinds
 from ..granularity.weight.selection import layer_of
 from ..io_utils import atomic_write, atomic_write_text
 from .freezing import accept_plain_state_dicts, frozen_gates, install_transplant
+from .gates import tensor_slots
 
 __all__ = ["CARD_NAME", "GATES_NAME", "RECORD_NAME", "attach_provenance", "effective_state_dict", "load_transplanted",
            "provenance_record"]
@@ -180,7 +181,6 @@ def load_transplanted(directory: str | os.PathLike, model_class: type | None = N
     model = model_class.from_pretrained(directory, **kwargs)
     model.train()
     gates = {name: gate.bool() for name, gate in load_file(str(directory / GATES_NAME)).items()}
-    from .gates import tensor_slots
 
     slots = tensor_slots(model)
     unknown = [name for name in gates if name not in slots]

@@ -28,6 +28,13 @@ from typing import Any
 from .arguments import ARM_CHOICES, MASK_FIELDS, SOURCE_FIELDS, InductionArguments
 from ..errors import UsageError
 from ..io_utils import atomic_write_text
+from ..artifacts import read_artifact
+from ..plotting.induction import plot_induction_curves
+from .arithmetic import arithmetic_dataset, arithmetic_model, induction_splits, source_splits
+from .controls import build_arm
+from .discovery import DiscoverySettings, describe_masks, discover_subnetwork, subnetwork_accuracy
+from .freezing import frozen_gates
+from .report import compare_arms, induction_markdown, summarize, warnings_for
 
 __all__ = ["ARM_CHOICES", "InductionArguments", "load_masks", "run_induction"]
 
@@ -40,7 +47,6 @@ def load_masks(path: str) -> dict[str, Any]:
             raise UsageError(f"--masks {path}: no such file; pass a masks .safetensors file or a mask artifact folder.")
         from safetensors.torch import load_file
         return load_file(path)
-    from ..artifacts import read_artifact
     return dict(read_artifact(path).masks)
 
 
@@ -72,9 +78,7 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .arithmetic import arithmetic_dataset, arithmetic_model, source_splits
-    from .discovery import describe_masks, discover_subnetwork, subnetwork_accuracy
-    from .training import labeled_accuracy, train_last_token
+    from .training import labeled_accuracy, train_last_token  # at call time: tests patch this name on its module
 
     diagnostics: dict[str, Any] = {}
     if source is None:
@@ -124,10 +128,10 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
         mask_dir = out / "subnetwork"
         if not (mask_dir / "pruning_config.json").exists():
             started = time.time()
-            discover_subnetwork(source, s1, target_modules=args.mask_target_modules.split(","),
-                                epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
-                                penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed,
-                                save_directory=str(mask_dir))
+            settings = DiscoverySettings(target_modules=args.mask_target_modules.split(","),
+                                         epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
+                                         penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed)
+            discover_subnetwork(source, s1, settings, save_directory=str(mask_dir))
             atomic_write_text(mask_dir / "discovery.json", json.dumps(
                 {"seconds": time.time() - started, "settings": args.run_settings(MASK_FIELDS)}, indent=2) + "\n")
         found = json.loads((mask_dir / "discovery.json").read_text()) if (mask_dir / "discovery.json").exists() else {}
@@ -146,9 +150,7 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
 def run_induction(args: InductionArguments, *, source: Any = None, masks: Mapping[str, Any] | None = None,
                   data: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Train every missing (arm, k, seed), then write the report; returns the report's content."""
-    from .controls import build_arm
-    from .arithmetic import induction_splits
-    from .training import BestValidation, train_last_token
+    from .training import BestValidation, train_last_token  # at call time: tests patch this name on its module
 
     out = Path(args.output_dir)
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -188,7 +190,6 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
 def transplant_check(model: Any, source: Any) -> dict[str, Any]:
     """How many entries are frozen and whether every one still equals the source after training (a guard: a
     frozen entry that moved would make the arm a different experiment without any error)."""
-    from .freezing import frozen_gates
 
     frozen, intact = 0, True
     for name, gate in frozen_gates(model).items():
@@ -202,7 +203,6 @@ def transplant_check(model: Any, source: Any) -> dict[str, Any]:
 
 def write_report(out: Path, records: list[dict[str, Any]], diagnostics: Mapping[str, Any],
                  args: InductionArguments) -> dict[str, Any]:
-    from .report import compare_arms, induction_markdown, summarize, warnings_for
 
     summary = summarize(records)
     comparisons = compare_arms(summary)
@@ -217,6 +217,5 @@ def write_report(out: Path, records: list[dict[str, Any]], diagnostics: Mapping[
     atomic_write_text(out / "report.md", induction_markdown(summary, comparisons, diagnostics, warnings,
                                                             asdict(args)))
     if args.figure and summary:
-        from ..plotting.induction import plot_induction_curves
         plot_induction_curves(summary, path=out / "induction", chance=chance)
     return report

@@ -43,24 +43,7 @@ def plot_ablation_table(
     and marked "–"; values are annotated with ``format(delta * scale, fmt)``.
     """
     mpl = _mpl()
-    if not isinstance(table, Mapping) or not table:
-        raise ValueError("table must be a non-empty {row_label: {case: delta}} dict")
-    row_labels = list(table)
-    cases: list[str] = []
-    for label, row in table.items():
-        if not isinstance(row, Mapping):
-            raise ValueError(f"table[{label!r}] must be a {{case: delta}} dict, got {type(row).__name__}")
-        cases.extend(c for c in row if c not in cases)
-    if not cases:
-        raise ValueError("table has no evaluation cases")
-    data = np.full((len(row_labels), len(cases)), np.nan)
-    for i, label in enumerate(row_labels):
-        for j, case in enumerate(cases):
-            if case in table[label]:
-                v = table[label][case]
-                if v is not None and not _is_number(v):
-                    raise ValueError(f"table[{label!r}][{case!r}] must be a number, got {v!r}")
-                data[i, j] = np.nan if v is None else float(v)
+    row_labels, cases, data = _table_matrix(table)
     data = data * scale
     finite = data[np.isfinite(data)]
     if finite.size == 0:
@@ -89,3 +72,26 @@ def plot_ablation_table(
     cbar = fig.colorbar(im, ax=ax, shrink=0.85, pad=0.02, extend="both" if saturated else "neither")
     cbar.set_label("accuracy change (points)" if scale == 100.0 else "accuracy change")
     return _finish(fig, path)
+
+
+def _table_matrix(table: Mapping[str, Mapping[str, float]]) -> tuple[list[str], list[str], np.ndarray]:
+    """Row labels, cases (in first-seen order) and the `[rows, cases]` values (NaN where missing), checked."""
+    if not isinstance(table, Mapping) or not table:
+        raise ValueError("table must be a non-empty {row_label: {case: delta}} dict")
+    row_labels = list(table)
+    cases: list[str] = []
+    for label, row in table.items():
+        if not isinstance(row, Mapping):
+            raise ValueError(f"table[{label!r}] must be a {{case: delta}} dict, got {type(row).__name__}")
+        cases.extend(c for c in row if c not in cases)
+    if not cases:
+        raise ValueError("table has no evaluation cases")
+    data = np.full((len(row_labels), len(cases)), np.nan)
+    for i, label in enumerate(row_labels):
+        for j, case in enumerate(cases):
+            if case in table[label]:
+                v = table[label][case]
+                if v is not None and not _is_number(v):
+                    raise ValueError(f"table[{label!r}][{case!r}] must be a number, got {v!r}")
+                data[i, j] = np.nan if v is None else float(v)
+    return row_labels, cases, data

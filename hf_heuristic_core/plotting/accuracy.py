@@ -91,21 +91,7 @@ def plot_accuracy_vs_sparsity(
     color = "#2b6cb0"
     for ax, case in zip(axes, cases):
         groups = {k: v for k, v in _group_by_sparsity(rows, case).items() if k is not None}
-        if not groups:
-            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
-        else:
-            xs = np.array(sorted(groups))
-            means = np.array([np.mean(groups[x]) for x in xs])
-            stds = np.array([np.std(groups[x]) for x in xs])
-            lo, hi = means - stds, means + stds
-            if _all_fractions(groups):   # accuracy cannot leave [0, 100]%: neither may its band
-                lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
-            ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0, label="± std")
-            ax.plot(xs, means, "-", color=color, lw=1.6, label="mean over seeds")
-            px = np.concatenate([[x] * len(groups[x]) for x in xs])
-            py = np.concatenate([groups[x] for x in xs])
-            ax.scatter(px, py, s=10, color=color, alpha=0.55, edgecolors="none", label="seed", zorder=3,
-                       clip_on=False)
+        _draw_seed_band(ax, groups, color)
         full = _full_for(full_accuracy, case)
         if full is not None:
             ax.axhline(full, ls="--", color="0.25", lw=1.1, label="full model")
@@ -128,6 +114,24 @@ def plot_accuracy_vs_sparsity(
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
     return _finish(fig, path)
+
+
+def _draw_seed_band(ax: Any, groups: Mapping[float, list[float]], color: str) -> None:
+    """One panel's mean over seeds with its ±std band and every seed as a dot ("no data" when empty)."""
+    if not groups:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
+        return
+    xs = np.array(sorted(groups))
+    means = np.array([np.mean(groups[x]) for x in xs])
+    stds = np.array([np.std(groups[x]) for x in xs])
+    lo, hi = means - stds, means + stds
+    if _all_fractions(groups):   # accuracy cannot leave [0, 100]%: neither may its band
+        lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+    ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0, label="± std")
+    ax.plot(xs, means, "-", color=color, lw=1.6, label="mean over seeds")
+    px = np.concatenate([[x] * len(groups[x]) for x in xs])
+    py = np.concatenate([groups[x] for x in xs])
+    ax.scatter(px, py, s=10, color=color, alpha=0.55, edgecolors="none", label="seed", zorder=3, clip_on=False)
 
 
 def plot_subnetwork_accuracies(
@@ -174,27 +178,56 @@ def plot_subnetwork_accuracies(
             accs = per_case[case].get(sp)
             if not accs:
                 continue
-            center = ci - slot / 2 + sub * (gi + 0.5)
-            color = colors[gi % len(colors)]
             label = None
             if sp not in labelled:
                 labelled.add(sp)
                 label = _sparsity_label(sp, sparsities) if n_groups > 1 else "subnetwork"
-            if kind == "violin" and len(accs) > 1 and np.ptp(accs) > 0:
-                parts = ax.violinplot([accs], positions=[center], widths=sub * 0.9, showextrema=False)
-                for body in parts["bodies"]:
-                    body.set_facecolor(color)
-                    body.set_alpha(0.35)
-                jitter = 0.0
-            else:
-                jitter = sub * 0.3
-            xs = center + rng.uniform(-jitter, jitter, size=len(accs))
-            ax.scatter(xs, accs, s=14, color=color, alpha=0.75, edgecolors="none", zorder=3, label=label)
+            _draw_group(ax, accs, ci - slot / 2 + sub * (gi + 0.5), sub, colors[gi % len(colors)], label,
+                        kind == "violin", rng)
         full = _full_for(full_accuracy, case)
         if full is not None:
             ax.hlines(full, ci - slot / 2, ci + slot / 2, colors="black", lw=2.0, zorder=4,
                       label=None if full_label_done else "full model")
             full_label_done = True
+    _case_ticks(ax, cases, case_labels)
+    _finish_case_axes(ax, len(cases), per_case, sparsities)
+    return _finish(fig, path)
+
+
+def _finish_case_axes(ax: Any, num_cases: int, per_case: Mapping[str, Mapping[Any, list[float]]],
+                      sparsities: list[float | None]) -> None:
+    """Limits, the accuracy axis, separators between cases, the legend and the title."""
+    ax.set_xlim(-0.6, num_cases - 0.4)
+    ax.set_ylabel("accuracy")
+    _percent_axis(ax.yaxis, np.array([a for g in per_case.values() for v in g.values() for a in v]))
+    ax.grid(axis="y", alpha=0.3)
+    for x in np.arange(0.5, num_cases - 1):
+        ax.axvline(x, color="0.9", lw=0.8, zorder=0)
+    title = "Subnetwork accuracy per evaluation set"
+    if len(sparsities) == 1 and sparsities[0] is not None:
+        title += f" ({_sparsity_label(sparsities[0], sparsities)})"
+    # Outside the axes, under the title: inside, it covered a case's dots or the full-model bar.
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False)
+    ax.set_title(title, fontsize=10, pad=22)
+
+
+def _draw_group(ax: Any, accs: list[float], center: float, sub: float, color: Any, label: str | None,
+                violin: bool, rng: np.random.Generator) -> None:
+    """One sparsity group of one case: jittered dots, on a violin when asked and the values spread."""
+    if violin and len(accs) > 1 and np.ptp(accs) > 0:
+        parts = ax.violinplot([accs], positions=[center], widths=sub * 0.9, showextrema=False)
+        for body in parts["bodies"]:
+            body.set_facecolor(color)
+            body.set_alpha(0.35)
+        jitter = 0.0
+    else:
+        jitter = sub * 0.3
+    xs = center + rng.uniform(-jitter, jitter, size=len(accs))
+    ax.scatter(xs, accs, s=14, color=color, alpha=0.75, edgecolors="none", zorder=3, label=label)
+
+
+def _case_ticks(ax: Any, cases: Sequence[str], case_labels: Mapping[str, str] | None) -> None:
+    """One tick per case; many cases get one-line labels, rotated."""
     ax.set_xticks(range(len(cases)))
     many = len(cases) > 6
     labels = [_case_label(c, case_labels, width=40 if many else 16) for c in cases]
@@ -202,16 +235,3 @@ def plot_subnetwork_accuracies(
         labels = [lab.replace("\n", "") for lab in labels]
     ax.set_xticklabels(labels, rotation=55 if many else 0, ha="right" if many else "center",
                        rotation_mode="anchor", fontsize=7 if many else 8)
-    ax.set_xlim(-0.6, len(cases) - 0.4)
-    ax.set_ylabel("accuracy")
-    _percent_axis(ax.yaxis, np.array([a for g in per_case.values() for v in g.values() for a in v]))
-    ax.grid(axis="y", alpha=0.3)
-    for x in np.arange(0.5, len(cases) - 1):
-        ax.axvline(x, color="0.9", lw=0.8, zorder=0)
-    title = "Subnetwork accuracy per evaluation set"
-    if n_groups == 1 and sparsities[0] is not None:
-        title += f" ({_sparsity_label(sparsities[0], sparsities)})"
-    # Outside the axes, under the title: inside, it covered a case's dots or the full-model bar.
-    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False)
-    ax.set_title(title, fontsize=10, pad=22)
-    return _finish(fig, path)

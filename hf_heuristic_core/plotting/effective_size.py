@@ -80,24 +80,7 @@ def plot_effective_size(
     mpl = _mpl()
     if spread not in ("minmax", "std"):
         raise ValueError(f"spread must be 'minmax' or 'std', got {spread!r}")
-    rows = _check_rows(records, "records")
-    for i, row in enumerate(rows):
-        for key in ("step", "group"):
-            if key not in row:
-                raise ValueError(f"records[{i}] lacks {key!r}")
-        if _as_float(row["step"]) is None:
-            raise ValueError(f"records[{i}]['step'] must be a number, got {row['step']!r}")
-    present = list(dict.fromkeys([str(r["group"]) for r in rows] + [str(g) for g in (bands or {})]))
-    if groups is None:
-        groups = present
-    else:
-        groups = [groups] if isinstance(groups, str) else [str(g) for g in groups]
-        missing = [g for g in groups if g not in present]
-        if missing:
-            raise ValueError(f"groups not found in records: {missing}")
-    if not bands and not any(_as_float(r.get(k)) is not None for r in rows for k in ("effective_size",
-                                                                                       "full_accuracy")):
-        raise ValueError("records have no numeric 'effective_size' or 'full_accuracy' values")
+    rows, groups = _checked_records(records, groups, bands)
 
     fig = _new_figure((6.4, 5.6))
     ax_size, ax_acc = fig.subplots(2, 1, sharex=True)
@@ -121,17 +104,8 @@ def plot_effective_size(
         _percent_axis(ax.yaxis, np.asarray(every))
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
-    if not bands and spread == "std":
-        band = "± std over seeds"
-    else:
-        band = "min–max over seeds"
-    title = "Effective size over fine-tuning"
-    if band_drawn["effective_size"]:
-        title += f" (line: mean, band: {band})"
-    elif len({r.get("seed") for r in rows}) > 1:
-        title += " (mean over seeds; they agree)"
     ax_size.set_ylabel("effective size")
-    ax_size.set_title(title, fontsize=10)
+    ax_size.set_title(_title(rows, bands, spread, band_drawn["effective_size"]), fontsize=10)
     ax_acc.set_ylabel("full-model accuracy")
     ax_acc.set_xlabel("fine-tuning step")
     if ax_size.get_legend_handles_labels()[0]:
@@ -139,3 +113,38 @@ def plot_effective_size(
     elif ax_acc.get_legend_handles_labels()[0]:
         ax_acc.legend(title="evaluation set", fontsize=8, title_fontsize=8, loc="best")
     return _finish(fig, path)
+
+
+def _title(rows: Sequence[Mapping[str, Any]], bands: Any, spread: str, band_drawn: bool) -> str:
+    """The title names the band only when one is drawn."""
+    band = "± std over seeds" if not bands and spread == "std" else "min–max over seeds"
+    title = "Effective size over fine-tuning"
+    if band_drawn:
+        title += f" (line: mean, band: {band})"
+    elif len({r.get("seed") for r in rows}) > 1:
+        title += " (mean over seeds; they agree)"
+    return title
+
+
+def _checked_records(records: Sequence[Mapping[str, Any]], groups: Sequence[str] | str | None,
+                     bands: Mapping[str, Mapping[str, Any]] | None) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The rows (each with a numeric step and a group) and the groups to draw, every one of them present."""
+    rows = _check_rows(records, "records")
+    for i, row in enumerate(rows):
+        for key in ("step", "group"):
+            if key not in row:
+                raise ValueError(f"records[{i}] lacks {key!r}")
+        if _as_float(row["step"]) is None:
+            raise ValueError(f"records[{i}]['step'] must be a number, got {row['step']!r}")
+    present = list(dict.fromkeys([str(r["group"]) for r in rows] + [str(g) for g in (bands or {})]))
+    if groups is None:
+        groups = present
+    else:
+        groups = [groups] if isinstance(groups, str) else [str(g) for g in groups]
+        missing = [g for g in groups if g not in present]
+        if missing:
+            raise ValueError(f"groups not found in records: {missing}")
+    if not bands and not any(_as_float(r.get(k)) is not None for r in rows for k in ("effective_size",
+                                                                                       "full_accuracy")):
+        raise ValueError("records have no numeric 'effective_size' or 'full_accuracy' values")
+    return rows, list(groups)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from ._base import save_figure
 
 __all__ = ["plot_induction_curves"]
 
@@ -44,6 +45,5 @@ def plot_induction_curves(summary: Sequence[Mapping[str, Any]], path: Any = None
     ax.legend(fontsize=8)
     ax.set_title(title or "Subtask Induction: mean over seeds, band = min..max")
     if path is not None:
-        from ._base import save_figure
         save_figure(fig, path)
     return fig

@@ -39,30 +39,9 @@ def plot_mask_grid(
     mpl = _mpl()
     data = _matrix(mask_or_frequency, "mask_or_frequency", nonnegative=True)
     num_layers, num_heads = data.shape
-    mlp_col = None
-    if mlp is not None:
-        mlp_arr = _to_numpy(mlp, "mlp").reshape(-1)
-        if mlp_arr.shape != (num_layers,):
-            raise ValueError(f"mlp must have one value per layer ({num_layers}), got shape {tuple(mlp_arr.shape)}")
-        if not np.isfinite(mlp_arr).all() or (mlp_arr < 0).any():
-            raise ValueError("mlp must contain finite non-negative values")
-        mlp_col = mlp_arr[:, None]
+    mlp_col = _mlp_column(mlp, num_layers)
     values = data if mlp_col is None else np.concatenate([data.ravel(), mlp_col.ravel()])
-
-    binary = num_masks is None and bool(np.isin(values, (0.0, 1.0)).all())
-    if num_masks is not None:
-        if num_masks <= 0:
-            raise ValueError(f"num_masks must be positive, got {num_masks}")
-        if values.max() > num_masks:
-            raise ValueError(f"a unit is kept {values.max():g} times but num_masks is {num_masks}")
-
-    if binary:
-        cmap = mpl.colors.ListedColormap(["#e8e8e8", "#2b6cb0"])
-        norm = mpl.colors.BoundaryNorm([-0.5, 0.5, 1.5], cmap.N)
-    else:
-        cmap = mpl.colormaps["viridis"]
-        vmax = float(num_masks) if num_masks is not None else max(float(values.max()), 1.0)
-        norm = mpl.colors.Normalize(vmin=0.0, vmax=vmax)
+    binary, cmap, norm = _grid_colors(mpl, values, num_masks)
 
     cell = 0.42 if not binary else 0.32
     width = max(3.5, cell * (num_heads + (1.6 if mlp_col is not None else 0)) + (2.2 if not binary else 1.4))
@@ -89,17 +68,57 @@ def plot_mask_grid(
         _annotate(ax, data, cmap, norm, fontsize=fontsize)
 
     if ax_mlp is not None:
-        ax_mlp.imshow(mlp_col, cmap=cmap, norm=norm, aspect="equal", interpolation="nearest")
-        ax_mlp.set_xticks([0], ["MLP"])
-        ax_mlp.set_yticks(range(num_layers))
-        ax_mlp.tick_params(labelleft=False, labelsize=8)
-        ax_mlp.set_yticks(np.arange(-0.5, num_layers), minor=True)
-        ax_mlp.grid(which="minor", axis="y", color="white", linewidth=0.8)
-        ax_mlp.tick_params(which="minor", length=0)
-        if not binary:
-            _annotate(ax_mlp, mlp_col, cmap, norm, fontsize=fontsize)
+        _draw_mlp_column(ax_mlp, mlp_col, cmap, norm, None if binary else fontsize)
+    _grid_legend(mpl, fig, im, [ax] if ax_mlp is None else [ax, ax_mlp], values, binary, cmap, norm, num_masks)
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, path)
 
-    axes = [ax] if ax_mlp is None else [ax, ax_mlp]
+
+def _mlp_column(mlp: Any, num_layers: int) -> np.ndarray | None:
+    """The MLP blocks' values as a `[num_layers, 1]` column (None without `mlp`), checked."""
+    if mlp is None:
+        return None
+    mlp_arr = _to_numpy(mlp, "mlp").reshape(-1)
+    if mlp_arr.shape != (num_layers,):
+        raise ValueError(f"mlp must have one value per layer ({num_layers}), got shape {tuple(mlp_arr.shape)}")
+    if not np.isfinite(mlp_arr).all() or (mlp_arr < 0).any():
+        raise ValueError("mlp must contain finite non-negative values")
+    return mlp_arr[:, None]
+
+
+def _grid_colors(mpl: Any, values: np.ndarray, num_masks: int | None) -> tuple[bool, Any, Any]:
+    """Whether the grid is a kept/pruned mask (0/1 without `num_masks`), and its colormap and norm."""
+    binary = num_masks is None and bool(np.isin(values, (0.0, 1.0)).all())
+    if num_masks is not None:
+        if num_masks <= 0:
+            raise ValueError(f"num_masks must be positive, got {num_masks}")
+        if values.max() > num_masks:
+            raise ValueError(f"a unit is kept {values.max():g} times but num_masks is {num_masks}")
+    if binary:
+        cmap = mpl.colors.ListedColormap(["#e8e8e8", "#2b6cb0"])
+        return True, cmap, mpl.colors.BoundaryNorm([-0.5, 0.5, 1.5], cmap.N)
+    vmax = float(num_masks) if num_masks is not None else max(float(values.max()), 1.0)
+    return False, mpl.colormaps["viridis"], mpl.colors.Normalize(vmin=0.0, vmax=vmax)
+
+
+def _draw_mlp_column(ax_mlp: Any, mlp_col: np.ndarray, cmap: Any, norm: Any, fontsize: int | None) -> None:
+    """The MLP column beside the head grid (counts written in its cells when `fontsize` is given)."""
+    num_layers = mlp_col.shape[0]
+    ax_mlp.imshow(mlp_col, cmap=cmap, norm=norm, aspect="equal", interpolation="nearest")
+    ax_mlp.set_xticks([0], ["MLP"])
+    ax_mlp.set_yticks(range(num_layers))
+    ax_mlp.tick_params(labelleft=False, labelsize=8)
+    ax_mlp.set_yticks(np.arange(-0.5, num_layers), minor=True)
+    ax_mlp.grid(which="minor", axis="y", color="white", linewidth=0.8)
+    ax_mlp.tick_params(which="minor", length=0)
+    if fontsize is not None:
+        _annotate(ax_mlp, mlp_col, cmap, norm, fontsize=fontsize)
+
+
+def _grid_legend(mpl: Any, fig: Any, im: Any, axes: list, values: np.ndarray, binary: bool, cmap: Any, norm: Any,
+                 num_masks: int | None) -> None:
+    """Kept/pruned patches for a mask, a colorbar "kept by N of num_masks" for a frequency map."""
     if binary:
         patches = [mpl.patches.Patch(facecolor=cmap(1), label="kept"),
                    mpl.patches.Patch(facecolor=cmap(0), edgecolor="0.6", label="pruned")]
@@ -112,9 +131,6 @@ def plot_mask_grid(
         cbar.set_label(label)
         if norm.vmax <= 20:
             cbar.set_ticks(range(0, int(math.floor(norm.vmax)) + 1, 1 if norm.vmax <= 12 else 2))
-    if title:
-        fig.suptitle(title)
-    return _finish(fig, path)
 
 
 def plot_joint_frequency(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+from ._base import save_figure
 
 __all__ = ["plot_sharing_bars", "plot_subtask_differences"]
 
@@ -20,7 +21,6 @@ def _figure(figsize: tuple[float, float]):
 
 def _save(fig: Any, path: Any) -> None:
     if path is not None:
-        from ._base import save_figure
         save_figure(fig, path)
 
 

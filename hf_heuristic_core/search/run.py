@@ -46,6 +46,7 @@ from .strategies import (
     get_strategy,
     search_pruning_arguments,
 )
+from ..artifacts import load_base_model
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,6 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
         raise EffectiveSizeError("train_dataset is empty; the means and the pruning objective need training data.")
     started = time.perf_counter()
     if isinstance(model_or_path, (str, os.PathLike)):
-        from ..artifacts import load_base_model
         model = load_base_model(model_or_path, pruning.model_class)
     else:
         model = model_or_path

@@ -19,6 +19,7 @@ __all__ = ["DEFAULT_MARGIN", "DEFAULT_SPARSITIES", "DEFAULT_STRATEGY", "SearchSe
            "check_margin", "check_seeds", "check_sparsities"]
 
 from .defaults import DEFAULT_SPARSITIES, DEFAULT_STRATEGY  # noqa: E402  (torch-free, read by CLI help)
+from .strategies import get_strategy
 DEFAULT_MARGIN = 0.03
 
 
@@ -105,7 +106,6 @@ class SearchSettings:
     early_stopping: bool = True
 
     def __post_init__(self) -> None:
-        from .strategies import get_strategy
         strategy = get_strategy(self.strategy)
         self.sparsities = check_sparsities(self.sparsities)
         self.seeds = check_seeds(self.seeds)
@@ -132,7 +132,6 @@ class SearchSettings:
 
     def block(self) -> dict[str, Any]:
         """The settings block of a results file (the run length under the key its strategy uses)."""
-        from .strategies import get_strategy
         block: dict[str, Any] = {"strategy": self.strategy, "sparsities": list(self.sparsities),
                                  "seeds": list(self.seeds), "groups": self.groups, "margin": self.margin}
         if get_strategy(self.strategy).default_steps is not None:

@@ -23,6 +23,7 @@ from .climb import ClimbSchedule
 from .result import EffectiveSizeSearch
 from .run import search_effective_size, search_inputs
 from .settings import DEFAULT_SPARSITIES, DEFAULT_STRATEGY, SearchSettings
+from ..plotting import figure_paths, plot_effective_size
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +199,6 @@ class EffectiveSizeResults:
     def plot(self, path: str | os.PathLike | None = None) -> list[Path]:
         """Effective size and full-model accuracy vs step, per group: PNG + PDF next to the results file, named
         after it (``effective_size.json`` -> ``effective_size.png`` / ``.pdf``)."""
-        from ..plotting import figure_paths, plot_effective_size
         rows = self.records()
         if not rows:
             return []

@@ -24,6 +24,7 @@ from typing import Any
 from ..io_utils import atomic_write_text
 from ..search.defaults import DEFAULT_STRATEGY
 from ..training.recipes import get_recipe
+from ..config import PruningConfig
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +150,7 @@ class StudyArguments:
 
 def _model_source(args: StudyArguments) -> str:
     if args.model == "minilm":
-        from ..offline_models import minilm_path
+        from ..offline_models import minilm_path  # lazy: `--help` does not load it
         return str(minilm_path())
     return args.model
 
@@ -191,7 +192,7 @@ def _legacy_study(folder: Path) -> dict[str, Any] | None:
 def run_study(args: StudyArguments) -> dict[str, Any]:
     """Claim the output folder (a study of other settings there is refused, see `run_folder`), then run or resume
     the study; returns the paths and headline numbers."""
-    from ..run_folder import claim_output_dir
+    from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
     inputs = [("--model", args.model if args.model != "minilm" else None), ("--train", args.train),
               ("--id_eval", args.id_eval), ("--ood_eval", args.ood_eval)]
     with claim_output_dir(args.output_dir, "study", study_identity(asdict(args)), overwrite=args.overwrite_output_dir,
@@ -205,7 +206,7 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
     import torch
     import transformers
 
-    from .data import build_study_data, tokenize
+    from .data import build_study_data, tokenize  # lazy: `--help` does not load it
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "study_args.json", json.dumps(asdict(args), indent=2) + "\n")
@@ -249,7 +250,6 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
 
     # 2. Prune the final model at two sparsities x seeds.
     from ..analysis.prune_many import prune_many
-    from ..config import PruningConfig
     t0 = time.time()
     recipe = get_recipe(args.pruning_recipe)
     recipe_config = PruningConfig(**recipe.config)
@@ -270,12 +270,12 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
                      eval_sets=eval_sets, non_core_sample=args.ablation_non_core_sample or None,
                      max_core_units=args.max_core_units or None, seed=args.seed)
     timings["analyze"] = time.time() - t0
-    from .slim_report import study_slim_report
+    from .slim_report import study_slim_report  # lazy: `--help` does not load it
     t0 = time.time()
     slim = study_slim_report(model_path, out / "runs", eval_sets, groups, device="cpu" if args.use_cpu else "cuda")
     timings["slim_report"] = time.time() - t0
     timings["total"] = time.time() - start
-    from .checkpoints import folder_bytes
+    from .checkpoints import folder_bytes  # lazy: `--help` does not load it
 
     # 4. The study report.
     summary = {"output_dir": str(out), "model": str(model_path), "data": data.description, "groups": groups,
@@ -305,7 +305,7 @@ def _head(dataset, count: int):
 
 def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, tokenizer, finetune_dir: Path) -> None:
     import transformers
-    from ..search.callback import EffectiveSizeCallback
+    from ..search.callback import EffectiveSizeCallback  # lazy: `--help` does not load it
     import torch
     # fp32 weights whatever the checkpoint stores: transformers 5 loads a bf16 checkpoint (SmolLM2, Llama) as bf16,
     # and AdamW steps of lr 1e-5 on bf16 weights are mostly rounded away.
@@ -313,6 +313,7 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
                                                                             dtype=torch.float32)
     if model.config.pad_token_id is None:   # decoder classifiers read the last non-padding token: they need the id
         model.config.pad_token_id = tokenizer.pad_token_id
+    # lazy: `--help` does not load it
     from .checkpoints import KeepResumeStateInNewestCheckpoint, check_disk_for_checkpoints
     need = check_disk_for_checkpoints(model, args.finetune_steps, args.checkpoint_every, finetune_dir)
     logger.info("Fine-tuning will write %d checkpoints, %.1f GiB in all (%.1f GiB available).", need["checkpoints"],
@@ -338,7 +339,6 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
 
 
 def _short_config():
-    from ..config import PruningConfig
     return PruningConfig(**get_recipe("short").config)
 
 
@@ -355,7 +355,7 @@ def _search_arguments(args: StudyArguments, finetune_dir: Path, collator) -> dic
 
 
 def _track(args, finetune_dir: Path, train_inputs, eval_sets, groups, collator):
-    from ..search.tracking import track_effective_size
+    from ..search.tracking import track_effective_size  # lazy: `--help` does not load it
     return track_effective_size(finetune_dir, train_inputs, eval_sets, groups,
                                 **_search_arguments(args, finetune_dir, collator))
 
@@ -369,7 +369,7 @@ def write_study_report(out: Path, summary: dict[str, Any], effective: Any, repor
              *([f"Disk: {summary['disk_mb']:.0f} MB under `{summary['output_dir']}`", ""] if "disk_mb" in summary
                else [])]
     if effective is not None:
-        from ..search.tracking import summary_table
+        from ..search.tracking import summary_table  # lazy: `--help` does not load it
         lines += ["## Effective size over fine-tuning", "", summary_table(effective), "",
                   "![effective size](finetune/effective_size.png)", ""]
     analysis_md = out / "report" / "report.md"
@@ -377,7 +377,7 @@ def write_study_report(out: Path, summary: dict[str, Any], effective: Any, repor
         text = analysis_md.read_text()
         lines += ["## Multi-seed analysis of the final model", "",
                   text.replace("](", "](report/").replace("](report/http", "](http")]
-    from .slim_report import slim_report_lines
+    from .slim_report import slim_report_lines  # lazy: `--help` does not load it
     lines += slim_report_lines(summary.get("slim"))
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     atomic_write_text(out / "report.json", json.dumps({"study": summary, "analysis": report}, indent=2,
@@ -386,7 +386,7 @@ def write_study_report(out: Path, summary: dict[str, Any], effective: Any, repor
 
 def _is_fraction(value: float) -> bool:
     """The package's one sparsity rule (relaxations.binarize.check_sparsity), as a yes/no for the list check."""
-    from ..relaxations.binarize import check_sparsity
+    from ..relaxations.binarize import check_sparsity  # lazy: `--help` does not load it
     try:
         check_sparsity(value)
     except ValueError:

@@ -17,6 +17,17 @@ from typing import Any
 
 import torch
 
+from ..analysis.results import FULL_MODEL_NAME, RESULT_NAME, read_json
+from ..artifacts import read_artifact
+from ..errors import UnsupportedArchitectureError
+from ..export import parameter_count, slim_info
+from ..export.latency import round_robin_latency
+from ..model import PrunableModel
+from ..architectures.registry import ARCHITECTURES
+from ..batching import LABEL_KEYS, iterate_batches, model_input_names
+from ..data.spec import eval_sets_from_spec
+from ..evaluation.subnetwork import _collapse, _labels_of, _should_collapse
+
 __all__ = ["choose_run", "slim_report_for_runs", "slim_report_lines", "study_slim_report"]
 
 logger = logging.getLogger(__name__)
@@ -27,7 +38,6 @@ EXACT_ATOL = 1e-4
 
 def choose_run(runs_dir: str | Path, sparsity: float = 0.5) -> Path | None:
     """The finished run whose target sparsity is nearest `sparsity` (lowest seed on ties); None when there is none."""
-    from ..analysis.results import RESULT_NAME, read_json
     candidates = []
     for result in Path(runs_dir).glob(f"*/{RESULT_NAME}"):
         data = read_json(result)
@@ -37,7 +47,6 @@ def choose_run(runs_dir: str | Path, sparsity: float = 0.5) -> Path | None:
 
 
 def _inputs(batch: Mapping[str, Any], accepted: Sequence[str], device: torch.device) -> dict[str, torch.Tensor]:
-    from ..batching import LABEL_KEYS
     return {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor) and k not in LABEL_KEYS
             and (not accepted or k in accepted)}
 
@@ -46,8 +55,6 @@ def _inputs(batch: Mapping[str, Any], accepted: Sequence[str], device: torch.dev
 def _compare(prunable: Any, slim: torch.nn.Module, data: Any, collate_fn: Any, batch_size: int,
              device: torch.device) -> dict[str, Any]:
     """Hooked and slim predictions on one evaluation set: accuracies, disagreements, largest logit difference."""
-    from ..batching import LABEL_KEYS, iterate_batches, model_input_names
-    from ..evaluation.subnetwork import _collapse, _labels_of, _should_collapse
     accepted = model_input_names(prunable.model)
     pad = getattr(prunable.config, "pad_token_id", None) or 0
     batches, _ = iterate_batches(data, batch_size, pad, collate_fn, extra_columns=LABEL_KEYS)
@@ -97,12 +104,6 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
 
     `collate_fn` None batches as the study's evaluation (`prune_many`) does, so the hooked accuracies can be checked
     against the ones the run recorded."""
-    from ..analysis.results import FULL_MODEL_NAME, RESULT_NAME, read_json
-    from ..artifacts import read_artifact
-    from ..errors import UnsupportedArchitectureError
-    from ..export import parameter_count, slim_info
-    from ..export.latency import round_robin_latency
-    from ..model import PrunableModel
     run_dir = choose_run(runs_dir, sparsity)
     if run_dir is None:
         return {"skipped": f"no finished pruning run under {runs_dir}"}
@@ -120,19 +121,7 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
 
     per_set = {name: _compare(prunable, slim, data, collate_fn, batch_size, device)
                for name, data in eval_sets.items()}
-    recorded = read_json(run_dir / RESULT_NAME).get("eval", {})
-    problems = []
-    for name, entry in per_set.items():
-        if entry["disagreements"]:
-            problems.append(f"{name}: slim and hooked predictions differ on {entry['disagreements']} of "
-                            f"{entry['num_examples']} examples")
-        if entry["max_logit_diff"] > EXACT_ATOL:
-            problems.append(f"{name}: logits differ by up to {entry['max_logit_diff']:.3g} (> {EXACT_ATOL:g})")
-        study = recorded.get(name, {}).get("accuracy")
-        if study is not None and entry.get("hooked_accuracy") is not None \
-                and abs(study - entry["hooked_accuracy"]) > 1e-9:
-            problems.append(f"{name}: the hooked subnetwork scores {entry['hooked_accuracy']:.4f} here but "
-                            f"{study:.4f} in the study's run")
+    problems = _problems(per_set, read_json(run_dir / RESULT_NAME).get("eval", {}))
     if problems:
         logger.error("SLIM MODEL DIFFERS FROM THE HOOKED SUBNETWORK: %s", "; ".join(problems))
 
@@ -166,13 +155,30 @@ def study_slim_report(model_path: str | Path, runs_dir: str | Path, eval_sets: M
     }
 
 
+def _problems(per_set: Mapping[str, Mapping[str, Any]], recorded: Mapping[str, Any]) -> list[str]:
+    """Where the slim model differs from the hooked subnetwork (predictions, logits), or the hooked subnetwork
+    from what the study's run recorded."""
+    problems = []
+    for name, entry in per_set.items():
+        if entry["disagreements"]:
+            problems.append(f"{name}: slim and hooked predictions differ on {entry['disagreements']} of "
+                            f"{entry['num_examples']} examples")
+        if entry["max_logit_diff"] > EXACT_ATOL:
+            problems.append(f"{name}: logits differ by up to {entry['max_logit_diff']:.3g} (> {EXACT_ATOL:g})")
+        study = recorded.get(name, {}).get("accuracy")
+        if study is not None and entry.get("hooked_accuracy") is not None \
+                and abs(study - entry["hooked_accuracy"]) > 1e-9:
+            problems.append(f"{name}: the hooked subnetwork scores {entry['hooked_accuracy']:.4f} here but "
+                            f"{study:.4f} in the study's run")
+    return problems
+
+
 def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, **kwargs: Any) -> dict[str, Any]:
     """`study_slim_report` on a finished study's runs folder, read-only: the model, tokenizer and evaluation sets
     come from what its manifest.json records (`model` overrides the recorded model path)."""
     from transformers import AutoTokenizer
 
-    from ..analysis.results import MANIFEST_NAME, read_json
-    from ..data.spec import eval_sets_from_spec
+    from ..analysis.results import MANIFEST_NAME, read_json  # local: the name clashes with a module-level one
     manifest = read_json(Path(runs_dir) / MANIFEST_NAME)
     model = model or manifest["model"]
     tokenizer = AutoTokenizer.from_pretrained(str(model))
@@ -185,19 +191,16 @@ def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, 
 
 def _layer_parameters(model: torch.nn.Module) -> int:
     """Parameters of the transformer layers alone (embeddings and the task head do not shrink with pruning)."""
-    from ..architectures.registry import ARCHITECTURES
-    from ..export import parameter_count
+    from ..export import parameter_count  # local: the name clashes with a module-level one
     # the map's path, not resolve_architecture: that checks head widths, which a slim layer no longer has
     return parameter_count(model.base_model.get_submodule(ARCHITECTURES[model.config.model_type].layers))
 
 
 def _accepted(prunable: Any) -> Sequence[str]:
-    from ..batching import model_input_names
     return model_input_names(prunable.model)
 
 
 def _first_batch(data: Any, prunable: Any, collate_fn: Any, batch_size: int) -> Mapping[str, Any]:
-    from ..batching import iterate_batches
     pad = getattr(prunable.config, "pad_token_id", None) or 0
     batches, _ = iterate_batches(data, batch_size, pad, collate_fn)
     return next(iter(batches))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PruningError
+from ..run_folder import settings_differences
 
 __all__ = ["FINGERPRINT_KEY", "checkpoint_fingerprint", "checkpoint_of_this_run", "fingerprint_differences",
            "run_fingerprint"]
@@ -73,7 +74,6 @@ def run_fingerprint(args: Any, prunable: Any, dataset: Any) -> dict[str, Any]:
 
 def fingerprint_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """`key: old -> new` for every fingerprint entry that differs (entries one side lacks are not compared)."""
-    from ..run_folder import settings_differences
     return settings_differences(old, new)
 
 

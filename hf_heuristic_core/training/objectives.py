@@ -33,6 +33,7 @@ from ..errors import PruningError
 from ..relaxations import RELAXATION_SETTINGS, relaxation_settings_class
 from ..relaxations.continuous_sparsification.schedule import BetaSchedule  # noqa: F401 (its old home)
 from .losses import kl_to_teacher
+from .judging import EXAMPLE_INDEX_COLUMN
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,6 @@ class MaskObjective:
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False) -> Any:
         trainer, prunable = self.trainer, self.trainer.prunable
-        from .judging import EXAMPLE_INDEX_COLUMN
         inputs = dict(inputs)
         labels = next((inputs.get(key) for key in ("labels", "label", "label_ids") if key in inputs), None)
         for key in LABEL_KEYS:

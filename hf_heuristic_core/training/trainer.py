@@ -30,6 +30,9 @@ from .judging import EXAMPLE_INDEX_COLUMN, SubnetworkJudging
 from .recipes import PAPER_INIT_MEAN, apply_recipe, planned_steps, resolve_recipe
 from .sharding import average_replicated_gradients, configure_sharding, is_sharded
 from .teacher import TeacherCache, budget_message, choose_storage, format_bytes, gigabytes
+from ..architectures.resolve import transformers_model
+from ..circuits.warm_start import warm_start_from_file
+from ..io_utils import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +116,6 @@ class PruningTrainer(SubnetworkJudging, Trainer):
     def _set_signature_columns_if_needed(self) -> None:
         if self._signature_columns is None:
             import inspect
-            from ..architectures.resolve import transformers_model
             signature = inspect.signature(transformers_model(self.prunable.model).forward)
             self._signature_columns = list(signature.parameters) + [EXAMPLE_INDEX_COLUMN, "label", "label_ids",
                                                                     *self.label_names]
@@ -434,7 +436,6 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         os.makedirs(output_dir, exist_ok=True)
         prunable = self.prunable
         prunable.save_pretrained(output_dir, include_logits=True)  # resumable: logits too
-        from ..io_utils import atomic_write
         state = {"lagrangian": {k: v.detach().cpu() for k, v in self.lagrangian.state_dict().items()},
                  "generator": prunable.generator.get_state() if prunable.generator is not None else None,
                  "sparsity_warmup": self._sparsity_warmup, "initial_logits": self.initial_logits}
@@ -460,7 +461,6 @@ def _warm_start(model: PrunableModel, args: PruningArguments, settings: dict[str
     """`warm_start_scores` given: the logits start from that ranking (`circuits.warm_start`), recorded with the
     recipe's settings."""
     if getattr(args, "warm_start_scores", None):
-        from ..circuits.warm_start import warm_start_from_file
         settings["warm_start"] = warm_start_from_file(model, args.warm_start_scores, args.warm_start_spread)
 
 

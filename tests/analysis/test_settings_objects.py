@@ -1,6 +1,7 @@
 """`prune_many` and `analyze` take settings objects (`PruningSetup`, `EvaluationOptions`, `SeriesOptions`,
 `AnalyzeSettings`); their old keyword form fills in the same objects and gives the same files; no public function of
-the workflow modules is over 60 lines or 10 parameters."""
+the package is over 60 lines or 10 parameters (`ablation_table`, `discover_subnetwork` and `faithfulness_curves` take
+`AblationOptions`, `DiscoverySettings` and `CurveSettings` the same way)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def test_prune_many_refuses_mixed_or_unknown_keywords(tmp_path):
                    pruning=PruningSetup(overrides={"target_sparsity": 0.9}))
 
 
-WORKFLOW_MODULES = ["search/run.py", "search/tracking.py", "search/callback.py", "search/settings.py",
-                    "analysis/prune_many.py", "analysis/report.py", "evaluation/subnetwork.py", "config.py"]
+# Functions allowed over the limits, each with its reason. Dataclass constructors are generated, not written, so
+# the scan (which reads `def`s) never sees them; nothing else is allowed today.
+ALLOWED: dict[str, str] = {}
 
 
 def _oversized(path: Path) -> list[tuple[str, int, int]]:
@@ -64,9 +66,49 @@ def _oversized(path: Path) -> list[tuple[str, int, int]]:
     return found
 
 
-def test_no_public_workflow_function_over_60_lines_or_10_parameters(tmp_path):
-    assert {name: _oversized(PACKAGE / name) for name in WORKFLOW_MODULES if _oversized(PACKAGE / name)} == {}
+def test_no_public_function_over_60_lines_or_10_parameters(tmp_path):
+    """The whole package, not only the workflow modules (`ablation_table` had 15 parameters, `export_slim` 81
+    lines, `plot_mask_grid` 94)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        over = [entry for entry in _oversized(path) if f"{rel}::{entry[0]}" not in ALLOWED]
+        if over:
+            found[rel] = over
+    assert found == {}
     # The check finds an oversized function (the old search_effective_size had 23 parameters).
     probe = tmp_path / "probe.py"
     probe.write_text("def f(" + ", ".join(f"a{i}" for i in range(11)) + "):\n" + "    pass\n" * 60)
     assert _oversized(probe) == [("f", 11, 61)]
+
+
+def test_ablation_table_keywords_fill_in_the_objects_and_mixing_is_refused():
+    from hf_heuristic_core.analysis.ablation_table import AblationOptions, ablation_inputs
+
+    options, evaluation = ablation_inputs(None, None, {})
+    assert options == AblationOptions(non_core_kinds=("heads",), mode="mean", seed=0, show_progress=True)
+    assert evaluation == EvaluationOptions()
+    options, evaluation = ablation_inputs(None, None, {"mode": "zero", "seed": 3, "joint": [["L0.H1"]],
+                                                       "batch_size": 4, "entailment_id": 1})
+    assert options == AblationOptions(mode="zero", seed=3, joint=[["L0.H1"]])
+    assert evaluation == EvaluationOptions(batch_size=4, entailment_id=1)
+    with pytest.raises(ValueError, match=r"ablation_table got options= and mode=; set mode in the options object"):
+        ablation_inputs(AblationOptions(), None, {"mode": "zero"})
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['batchsize'\]"):
+        ablation_inputs(None, None, {"batchsize": 4})
+
+
+def test_the_settings_of_discovery_and_faithfulness_curves_travel_whole():
+    from hf_heuristic_core._keywords import settings_from_keywords
+    from hf_heuristic_core.circuits.faithfulness import CurveSettings
+    from hf_heuristic_core.induction.discovery import DiscoverySettings, discover_subnetwork
+
+    assert settings_from_keywords("f", DiscoverySettings, None, {"epochs": 3}) == DiscoverySettings(epochs=3)
+    given = CurveSettings(ablation="zero")
+    assert settings_from_keywords("f", CurveSettings, given, {}) is given
+    with pytest.raises(ValueError, match=r"f got settings= and \['sizes'\]; set them in the CurveSettings object"):
+        settings_from_keywords("f", CurveSettings, given, {"sizes": [0.5]})
+    with pytest.raises(ValueError, match="epochs must be >= 1"):
+        discover_subnetwork(tiny_model("bert"), {}, epochs=0)   # the old keyword still reaches the check
+    with pytest.raises(TypeError, match=r"discover_subnetwork\(\) got unexpected keyword argument\(s\) \['epoch'\]"):
+        discover_subnetwork(tiny_model("bert"), {}, epoch=3)

@@ -82,3 +82,43 @@ def test_init_mean_flag_reaches_the_mask_init(minilm_dir, tmp_path, capsys, dash
     assert torch.allclose(flat, torch.full_like(flat, 2.5), atol=0.05), flat
     saved = json.loads((tmp_path / "out" / "pruning_config.json").read_text())
     assert json.dumps(saved).count("2.5") >= 1
+
+
+def _flag_help(text: str, flag: str) -> str:
+    """The help of `--flag`, its wrapped lines joined."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"  --{flag} "))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith(" " * 10))
+    return " ".join(line.strip() for line in lines[start:end])
+
+
+def test_method_selector_choices_come_from_the_registries(capsys):
+    """`--granularity` and `--relaxation` list what is registered when help is drawn (they were hand-written), so a
+    method registered from outside shows up in `prune --help` and `--help-all`."""
+    from hf_heuristic_core.granularity import GRANULARITIES, GRANULARITY_SETTINGS, register_granularity
+    from hf_heuristic_core.granularity.base import Granularity
+    from hf_heuristic_core.relaxations import RELAXATIONS, RELAXATION_SETTINGS, register_relaxation
+
+    class ToyGranularity(Granularity):
+        name = "toy_blocks"
+
+    class ToyRelaxation:
+        name = "toy_relax"
+
+    assert main(["prune", "--help"]) == 0
+    before = capsys.readouterr().out
+    assert "One of: neuron, unit, weight." in _flag_help(before, "granularity")
+    assert "One of: continuous_sparsification, gumbel_sigmoid, hard_concrete." in _flag_help(before, "relaxation")
+    register_granularity("toy_blocks", ToyGranularity)
+    register_relaxation("toy_relax", ToyRelaxation)
+    try:
+        for flags in (["prune", "--help"], ["prune", "--help-all"]):
+            assert main(flags) == 0
+            text = capsys.readouterr().out
+            assert "One of: neuron, toy_blocks, unit, weight." in _flag_help(text, "granularity")
+            assert "gumbel_sigmoid, hard_concrete, toy_relax." in _flag_help(text, "relaxation")
+    finally:
+        for registry in (GRANULARITIES, GRANULARITY_SETTINGS):
+            registry._entries.pop("toy_blocks", None)
+        for registry in (RELAXATIONS, RELAXATION_SETTINGS):
+            registry._entries.pop("toy_relax", None)

@@ -10,6 +10,7 @@ A single-stack model has the kinds `heads` `[L, H]` and `mlps` `[L]`; an encoder
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -37,25 +38,52 @@ class UnitGranularity(Granularity):
 
     name = "unit"
     ablations = ("mean", "zero", "resample")
-    mask_kinds = ("heads", "mlps")
+    # The single-stack kinds by role: the analyses, reports and artifacts ask for them by these names.
+    head_kind = "heads"
+    block_kind = "mlps"
+    mask_kinds = (head_kind, block_kind)
     # The names of each kind's mask dimensions, for messages ("2 layers x 4 heads").
-    kind_axes = {"heads": ("layers", "heads"), "mlps": ("layers",)}
-    pruned_flags = {"heads": "prune_heads", "mlps": "prune_mlps"}
-    per_layer_kinds = ("heads",)
+    kind_axes = {head_kind: ("layers", "heads"), block_kind: ("layers",)}
+    pruned_flags = {head_kind: "prune_heads", block_kind: "prune_mlps"}
+    per_layer_kinds = (head_kind,)
+    # An MLP block written as a unit: `("mlp", layer)`, labelled "L3.MLP" (a head is `(layer, head)`, "L4.H0").
+    block_marker = "mlp"
+    _LABEL = re.compile(r"^\s*L(?P<layer>\d+)\s*[.\s_-]?\s*(?:H(?P<head>\d+)|(?P<mlp>MLP))\s*$", re.IGNORECASE)
 
     @classmethod
     def kind_shapes(cls, sizes: UnitSizes) -> dict[str, tuple[int, ...]]:
-        return {"heads": (sizes.num_layers, sizes.num_heads), "mlps": (sizes.num_layers,)}
+        return {cls.head_kind: (sizes.num_layers, sizes.num_heads), cls.block_kind: (sizes.num_layers,)}
 
-    @staticmethod
-    def unit_of(kind: str, index: tuple[int, ...]) -> tuple:
+    @classmethod
+    def unit_of(cls, kind: str, index: tuple[int, ...]) -> tuple:
         """How the analyses write one mask entry: `(layer, head)` for a head, `("mlp", layer)` for an MLP block."""
-        return ("mlp", index[0]) if kind == "mlps" else tuple(index)
+        return (cls.block_marker, index[0]) if kind == cls.block_kind else tuple(index)
 
-    @staticmethod
-    def kind_and_index(unit: tuple) -> tuple[str, tuple[int, ...]]:
+    @classmethod
+    def kind_and_index(cls, unit: tuple) -> tuple[str, tuple[int, ...]]:
         """The inverse of `unit_of`: the kind and mask index of a unit in tuple form."""
-        return ("mlps", (unit[1],)) if unit[0] == "mlp" else ("heads", (unit[0], unit[1]))
+        return (cls.block_kind, (unit[1],)) if unit[0] == cls.block_marker else (cls.head_kind, (unit[0], unit[1]))
+
+    @classmethod
+    def unit_label(cls, unit: tuple) -> str:
+        """"L4.H0" for head (4, 0), "L3.MLP" for ("mlp", 3) (a unit in tuple form)."""
+        return f"L{unit[1]}.MLP" if unit[0] == cls.block_marker else f"L{unit[0]}.H{unit[1]}"
+
+    @classmethod
+    def parse_unit(cls, unit: Any) -> tuple:
+        """A unit from "L4.H0" / "L4H0" / "L3.MLP", `(4, 0)` or `("mlp", 3)`; always returns the tuple form."""
+        if isinstance(unit, str):
+            match = cls._LABEL.match(unit)
+            if match is None:
+                raise ValueError(f"Cannot read unit {unit!r}: write heads as 'L4.H0' and MLP blocks as 'L3.MLP'.")
+            layer = int(match["layer"])
+            return (cls.block_marker, layer) if match["mlp"] else (layer, int(match["head"]))
+        if isinstance(unit, (tuple, list)) and len(unit) == 2:
+            if isinstance(unit[0], str) and unit[0].lower() == cls.block_marker:
+                return (cls.block_marker, int(unit[1]))
+            if not isinstance(unit[0], str):
+                return (int(unit[0]), int(unit[1]))
+        raise ValueError(f"Cannot read unit {unit!r}: pass (layer, head), ('mlp', layer) or a label like 'L4.H0'.")
 
     @classmethod
     def shape_text(cls, config: Any) -> str | None:
@@ -68,8 +96,8 @@ class UnitGranularity(Granularity):
                     means: Mapping[str, torch.Tensor] | None = None) -> OwnedUnits:
         """Heads are query heads and MLP blocks are MLP blocks: the masks are the units."""
         means = means or {}
-        return OwnedUnits(heads=masks.get("heads"), mlps=masks.get("mlps"), head_means=means.get("heads"),
-                          mlp_means=means.get("mlps"))
+        return OwnedUnits(heads=masks.get(cls.head_kind), mlps=masks.get(cls.block_kind),
+                          head_means=means.get(cls.head_kind), mlp_means=means.get(cls.block_kind))
 
     def __init__(self, model: torch.nn.Module, config: Any) -> None:
         super().__init__(model, config)

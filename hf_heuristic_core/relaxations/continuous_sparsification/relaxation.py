@@ -52,7 +52,7 @@ class ContinuousSparsification(Relaxation):
     def training_callbacks(self, prunable: Any) -> list[Any]:
         """The epoch-end beta schedule; imported here because it is a `transformers.TrainerCallback` and a
         relaxation is also used without a trainer."""
-        from .schedule import BetaSchedule
+        from .schedule import BetaSchedule  # lazy: schedule.py imports this module (and transformers)
         return [BetaSchedule(prunable)]
 
     def init_logits(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
