@@ -26,6 +26,7 @@ columns; `intermediate` is their count (or the architecture's `min_intermediate`
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -113,17 +114,22 @@ def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, inter
 
 def plan_layers(head_masks: torch.Tensor, mlp_masks: torch.Tensor, num_kv_heads: int,
                 intermediate: list[int], min_intermediate: int = 0,
-                neuron_masks: torch.Tensor | None = None, zero_width_attention: bool = False) -> list[LayerLayout]:
+                neuron_masks: torch.Tensor | None = None, zero_width_attention: bool = False,
+                length_layers: Collection[int] = (), keep_uniform: bool = False) -> list[LayerLayout]:
     """One `LayerLayout` per layer from binary masks `[L, H]` and `[L]` (and `[L, intermediate]` neuron masks) and
-    each layer's MLP width. `zero_width_attention`: a layer with no head keeps no placeholder, unless no layer keeps
-    a head (then the placeholders keep the layout one a stock config can state)."""
+    each layer's MLP width. `zero_width_attention`: a layer with no head keeps no placeholder, except the
+    `length_layers` (where the KV cache reads its length by counting elements). The placeholders stay everywhere
+    when no layer keeps a head (a stock config can state 1 head, not 0), and with `keep_uniform` when they make the
+    layout uniform and dropping them would not (every other layer keeps one head: the folder then stays stock)."""
     layouts = [plan_layer(head_masks[layer], bool(mlp_masks[layer] > 0.5), num_kv_heads, intermediate[layer],
                           min_intermediate, None if neuron_masks is None else neuron_masks[layer])
                for layer in range(head_masks.shape[0])]
-    if zero_width_attention and any(layout.kept_heads for layout in layouts):
-        layouts = [layout if layout.kept_heads else replace(layout, query_slots=(), kv_slots=())
-                   for layout in layouts]
-    return layouts
+    if not zero_width_attention or not any(layout.kept_heads for layout in layouts):
+        return layouts
+    keep = set(length_layers)
+    dropped = [layout if layout.kept_heads or index in keep else replace(layout, query_slots=(), kv_slots=())
+               for index, layout in enumerate(layouts)]
+    return layouts if keep_uniform and is_uniform(layouts) and not is_uniform(dropped) else dropped
 
 
 def is_uniform(layouts: list[LayerLayout]) -> bool:

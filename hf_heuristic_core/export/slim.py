@@ -42,7 +42,7 @@ from ..granularity.base import OwnedUnits, UnitSizes
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_FORMAT", "SLIM_KEY", "check_uniform", "export_slim", "forget_hook_marks", "full_width_attention",
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "cache_length_layers", "check_uniform", "export_slim", "forget_hook_marks", "full_width_attention",
            "num_kv_heads", "parameter_count",
            "rebuild_to_layout", "slim_info"]
 
@@ -178,7 +178,9 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     num_kv = num_kv_heads(model.config, paths.slim, num_heads)
     layouts = plan_layers(units.heads, units.mlps, num_kv,
                           [input_width(module) for module in resolved.mlp_outputs], paths.slim.min_intermediate,
-                          units.neurons, paths.slim.zero_width_attention)
+                          units.neurons, paths.slim.zero_width_attention,
+                          cache_length_layers(model.config) if paths.slim.cache_length_layer else (),
+                          keep_uniform=paths.slim.head_dim_config is not None)
     if uniform and paths.slim.head_dim_config is None:
         layouts = [full_width_attention(layout, num_heads) for layout in layouts]
     for i, layer in enumerate(resolved.layers):
@@ -202,6 +204,21 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     })
     model.train(hf_original.training)
     return model
+
+
+def cache_length_layers(config: Any) -> tuple[int, ...]:
+    """The layers whose KV cache transformers reads the sequence length from by counting cached elements: layer 0
+    (`Cache.get_seq_length()`) and the first full-attention layer (the attention masks), where those are full-attention
+    layers (`DynamicLayer`). Sliding-window layers count tokens (`cumulative_length`), whatever their width. Layer
+    types as transformers' `get_layer_types_and_kwargs` infers them: `layer_types`, else sliding where
+    `sliding_window` is set."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    count = int(text.num_hidden_layers)
+    types = list(getattr(text, "layer_types", None) or
+                 ["sliding_attention" if getattr(text, "sliding_window", None) is not None else "full_attention"]
+                 * count)
+    full = [index for index, kind in enumerate(types) if kind == "full_attention"]
+    return tuple(sorted({index for index in (0, *full[:1]) if types[index] == "full_attention"}))
 
 
 def _drop_gguf_marker(model: nn.Module) -> None:
