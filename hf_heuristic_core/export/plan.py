@@ -13,11 +13,14 @@ holds an original key/value head (or -1: a zero placeholder). This one descripti
   group sizes that keep at most the layer's original number of key/value heads are considered, so a slim model's
   KV cache is never larger than the original's (`r = max` always qualifies).
 - **A layer that keeps no head.** Its attention output is the output bias, into which every head's mean was folded.
-  Where the model runs exactly with zero heads (`SlimMap.zero_width_attention`: BERT-like encoders, measured on
-  torch 2.13 / transformers 5.24) the layer keeps no slot at all. Otherwise (GPT-2's fused projection cannot split
-  zero-width; Llama-like decoders run, but their KV cache reads a zero-head layer's length as 0 and generation goes
-  wrong; DistilBERT unmeasured), and when *every* layer keeps no head (a stock config can state 1 head but not 0),
-  it keeps one placeholder head with zero query/key/value rows and zero output columns (exact: it adds nothing).
+  Where the model runs exactly with zero heads (`SlimMap.zero_width_attention`: BERT-like encoders and Llama-like
+  decoders, measured on torch 2.13 / transformers 5.24) the layer keeps no slot at all, except a Llama-like layer
+  whose KV cache transformers reads the sequence length from (`SlimMap.cache_length_layer`, `length_layers`: layer 0
+  / the first full-attention layer; a zero-head layer there reads as empty and cached generation goes wrong).
+  That layer, GPT-2's (its fused projection cannot split zero-width; DistilBERT unmeasured), every layer when no
+  layer keeps a head (a stock config can state 1 head but not 0), and every layer when the placeholders make the
+  layout uniform (`keep_uniform`) keep one placeholder head with zero query/key/value rows and zero output columns
+  (exact: it adds nothing).
 
 **Neurons** (neuron granularity): `neurons` lists the original intermediate neurons a layer keeps (None: the whole
 block, or none of it, as `keep_mlp` says). The MLP input projections keep those rows, the output projection those

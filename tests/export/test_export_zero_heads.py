@@ -267,3 +267,20 @@ def test_placeholders_stay_where_they_make_the_folder_stock(tmp_path):
     with torch.no_grad():
         plain = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim").eval()
         assert _diff(prunable(**batch).logits, plain(**batch).logits, batch["attention_mask"]) <= 1e-5
+
+
+def test_beam_search_and_a_continued_cache_match_the_hooked_model():
+    """Beam search reorders every cache layer (`index_select` on zero-head keys); a second generate continues a
+    returned cache whose zero-head layers hold no elements."""
+    prunable, batch = _decoder("llama", "mean", [1, 2])
+    slim = prunable.export_slim().eval()
+    assert [len(layer["query_slots"]) for layer in slim.config.hf_heuristic_core_slim["layers"]] == [4, 0, 0]
+    beams = {"num_beams": 2, "num_return_sequences": 2, "max_new_tokens": 5, "do_sample": False, "pad_token_id": 0}
+    assert torch.equal(prunable.generate(**batch, **beams), slim.generate(**batch, **beams))
+    continued = []
+    for model in (prunable, slim):
+        first = model.generate(**batch, **{**GENERATE, "max_new_tokens": 3})
+        mask = torch.cat([batch["attention_mask"], torch.ones(3, 3, dtype=torch.long)], dim=1)
+        continued.append(model.generate(input_ids=first.sequences, attention_mask=mask, cache=first.cache,
+                                        **{**GENERATE, "max_new_tokens": 3}).sequences)
+    assert torch.equal(*continued)
