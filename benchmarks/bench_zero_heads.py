@@ -20,12 +20,12 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from tiny_models import make_batch, tiny_model  # noqa: E402
+from tiny_models import make_batch, tiny_model
 
-from hf_heuristic_core import PrunableModel, PruningConfig  # noqa: E402
-from hf_heuristic_core.export import plan as plan_module  # noqa: E402
-from hf_heuristic_core.export import slim as slim_module  # noqa: E402
-from hf_heuristic_core.export.slim import parameter_count  # noqa: E402
+from hf_heuristic_core import PrunableModel, PruningConfig
+from hf_heuristic_core.export import plan as plan_module
+from hf_heuristic_core.export import slim as slim_module
+from hf_heuristic_core.export.slim import parameter_count
 
 PATTERNS = {"layer 0": [0], "layer 1": [1], "layers 0 and 2": [0, 2]}
 GENERATE = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0, "output_scores": True,
@@ -136,7 +136,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     for model_type in ("llama", "mistral", "qwen2", "qwen3"):
-        for name, empty in PATTERNS.items():
+        for empty in PATTERNS.values():
             for ablation in ("zero", "mean"):
                 row = measure(model_type, empty, ablation)
                 rows.append(row)

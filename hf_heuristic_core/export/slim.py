@@ -42,8 +42,8 @@ from ..granularity.base import OwnedUnits, UnitSizes
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_FORMAT", "SLIM_KEY", "cache_length_layers", "check_uniform", "export_slim", "forget_hook_marks", "full_width_attention",
-           "num_kv_heads", "parameter_count",
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "cache_length_layers", "check_uniform", "export_slim", "forget_hook_marks",
+           "full_width_attention", "num_kv_heads", "parameter_count",
            "rebuild_to_layout", "slim_info"]
 
 SLIM_KEY = "hf_heuristic_core_slim"
@@ -207,18 +207,18 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
 
 
 def cache_length_layers(config: Any) -> tuple[int, ...]:
-    """The layers whose KV cache transformers reads the sequence length from by counting cached elements: layer 0
-    (`Cache.get_seq_length()`) and the first full-attention layer (the attention masks), where those are full-attention
-    layers (`DynamicLayer`). Sliding-window layers count tokens (`cumulative_length`), whatever their width. Layer
+    """The layer whose KV cache transformers reads the sequence length from by counting its cached elements (empty
+    when there is none): `Cache.get_seq_length()` reads layer 0 and the masks the first full-attention layer, and a
+    full-attention layer (`DynamicLayer`) counts elements, so this is the first full-attention layer (layer 0 when
+    it is one). Sliding-window and chunked layers count tokens (`cumulative_length`), whatever their width. Layer
     types as transformers' `get_layer_types_and_kwargs` infers them: `layer_types`, else sliding where
     `sliding_window` is set."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    count = int(text.num_hidden_layers)
     types = list(getattr(text, "layer_types", None) or
                  ["sliding_attention" if getattr(text, "sliding_window", None) is not None else "full_attention"]
-                 * count)
-    full = [index for index, kind in enumerate(types) if kind == "full_attention"]
-    return tuple(sorted({index for index in (0, *full[:1]) if types[index] == "full_attention"}))
+                 * int(text.num_hidden_layers))
+    counting = [index for index, kind in enumerate(types) if kind not in ("sliding_attention", "chunked_attention")]
+    return tuple(counting[:1])
 
 
 def _drop_gguf_marker(model: nn.Module) -> None:
