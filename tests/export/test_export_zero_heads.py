@@ -284,3 +284,30 @@ def test_beam_search_and_a_continued_cache_match_the_hooked_model():
         continued.append(model.generate(input_ids=first.sequences, attention_mask=mask, cache=first.cache,
                                         **{**GENERATE, "max_new_tokens": 3}).sequences)
     assert torch.equal(*continued)
+
+
+def test_load_slim_builds_stock_layers_after_a_failed_from_config(tmp_path):
+    """transformers 5.24 leaves the patched decoder-layer stand-ins in the modeling modules when a model's init
+    raises inside its patch context (any model: here GPT-2 with 0 heads); `load_slim` must still build stock layers
+    and rebuild them once (before: IndexError on an uneven neuron layout, found when this module ran first)."""
+    from transformers.models.llama import modeling_llama
+
+    from hf_heuristic_core.export.autoload import autoload_registered
+    prunable = PrunableModel(tiny_model("llama", task="causal_lm", num_layers=2),
+                             PruningConfig(granularity="neuron", ablation="zero"))
+    neurons = torch.ones_like(prunable.get_masks()["neurons"])
+    neurons[0, :5] = 0
+    prunable.set_masks(neurons=neurons)
+    slim = prunable.export_slim().eval()
+    save_slim(slim, tmp_path / "slim")
+    assert autoload_registered("llama")
+    with pytest.raises(ZeroDivisionError):
+        transformers.AutoModelForCausalLM.from_config(tiny_config("gpt2", num_layers=2, n_head=0))
+    # the stand-in is left behind (turns red when transformers restores the classes on failure; keep the rest)
+    assert hasattr(modeling_llama.LlamaDecoderLayer, "stock_class")
+    batch = make_batch("llama", batch_size=2, seq_len=6)
+    loaded = load_slim(tmp_path / "slim")
+    loaded.set_attn_implementation("eager")   # as the tiny model was built
+    with torch.no_grad():
+        assert float((loaded(**batch).logits - slim(**batch).logits).abs().max()) <= 1e-6
+    assert not hasattr(modeling_llama.LlamaDecoderLayer, "stock_class")   # load_slim put the stock class back
