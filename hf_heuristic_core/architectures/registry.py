@@ -59,12 +59,18 @@ class SlimMap:
     # Neurons a removed MLP block keeps as zero placeholders (GPT-2's Conv1D cannot multiply a zero-width input).
     min_intermediate: int = 0
     # Whether the model runs exactly with zero heads in a layer (zero-width q/k/v/o), so a layer that keeps no head
-    # needs no placeholder head. Measured with torch 2.13 / transformers 5.24 (tests/export/test_export_zero_heads.py):
-    # BERT-like attention does (it reshapes to (..., -1, head_dim), well defined for zero heads). Llama-like attention
-    # runs too, but the KV cache then reads a zero-head layer's length as 0 (`DynamicLayer.get_seq_length` checks
-    # `keys.numel() == 0`), which changed generated tokens; GPT-2 splits its fused c_attn by `split_size`, which
-    # cannot be 0. No stock config can state 0 heads (hidden % 0, n // 0).
+    # needs no placeholder head. Measured with torch 2.13 / transformers 5.24 (tests/export/test_export_zero_heads.py,
+    # benchmarks/bench_zero_heads.py): BERT-like attention does (it reshapes to (..., -1, head_dim), well defined for
+    # zero heads), and so does Llama-like attention, forward and cached generate, with one exception that
+    # `cache_length_layer` names. GPT-2 does not: it splits its fused c_attn by `split_size`, which cannot be 0.
+    # No stock config can state 0 heads (hidden % 0, n // 0), so a layout with no head anywhere keeps placeholders.
     zero_width_attention: bool = False
+    # Whether transformers' KV cache reads the sequence length from one layer by counting its cached elements
+    # (`DynamicCache.get_seq_length()` reads layer 0, the masks read the first full-attention layer, and
+    # `DynamicLayer.get_seq_length` returns 0 when `keys.numel() == 0`). A zero-head layer there reads as empty and
+    # cached generate goes wrong (measured: other tokens), so that layer alone keeps its placeholder head
+    # (`export.slim.cache_length_layers`); sliding-window layers count tokens instead and need none.
+    cache_length_layer: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,8 @@ _LLAMA_SLIM = SlimMap("self_attn", ("mlp.gate_proj", "mlp.up_proj"), query="self
                       key="self_attn.k_proj", value="self_attn.v_proj", kv_heads_config="num_key_value_heads",
                       head_dim_config="head_dim", attention_attrs=(("num_key_value_groups", "group_size"),),
                       bias_flags=(("attention_bias", ("query", "key", "value", "attention_output")),
-                                  ("mlp_bias", ("mlp_inputs", "mlp_output"))))
+                                  ("mlp_bias", ("mlp_inputs", "mlp_output"))),
+                      zero_width_attention=True, cache_length_layer=True)
 _LLAMA_LIKE = ArchitectureMap("layers", "self_attn.o_proj", "mlp.down_proj", attention="self_attn", mlp=("mlp",))
 # Checked by slim export's tests; the other Llama-like models keep hooks only until someone checks them.
 _LLAMA_SLIM_TYPES = ("llama", "mistral", "qwen2", "qwen3")

@@ -40,7 +40,7 @@ from .slim import SLIM_KEY
 from .. import _autoload_hook
 
 __all__ = ["AUTOLOAD_MODEL_TYPES", "SCHEMA_KEY", "autoload_registered", "loads_after_import", "per_layer_config_for",
-           "register_autoload", "unregister_autoload", "write_per_layer_schema"]
+           "register_autoload", "restore_stock_classes", "unregister_autoload", "write_per_layer_schema"]
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +179,13 @@ def unregister_autoload() -> None:
     _restore_stock_classes(set(_REGISTERED.values()))
     _REGISTERED.clear()
     _autoload_hook.disable()
+
+
+def restore_stock_classes() -> None:
+    """Put the stock decoder-layer classes back wherever a failed `from_pretrained` left our stand-ins (see
+    `_restore_stock_classes`); the patches stay registered. `load_slim` builds its model from the stock classes and
+    rebuilds the layers itself: a left-over stand-in would rebuild them a second time (IndexError on neuron layouts)."""
+    _restore_stock_classes(set(_REGISTERED.values()))
 
 
 def _restore_stock_classes(factories: set[type]) -> None:

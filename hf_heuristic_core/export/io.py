@@ -22,7 +22,7 @@ from torch import nn
 
 from ..config import CONFIG_NAME as MASK_CONFIG_NAME
 from ..errors import ArtifactError, ExportError
-from .autoload import loads_after_import, write_per_layer_schema
+from .autoload import loads_after_import, restore_stock_classes, write_per_layer_schema
 from .slim import SLIM_KEY, parameter_count, rebuild_to_layout, slim_info
 
 __all__ = ["load_slim", "push_slim_to_hub", "save_slim", "slim_card_text"]
@@ -223,6 +223,7 @@ def load_slim(dir_or_repo_id: str | os.PathLike, model_class: Any = None, **hub_
     if info.get("stock"):
         return model_class.from_pretrained(directory).eval()
     config = transformers.AutoConfig.from_pretrained(directory)
+    restore_stock_classes()   # a failed from_pretrained elsewhere in this process may have left our stand-ins
     model = model_class(config)
     rebuild_to_layout(model, info)
     state = _state_dict(directory)

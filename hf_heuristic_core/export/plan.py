@@ -13,11 +13,14 @@ holds an original key/value head (or -1: a zero placeholder). This one descripti
   group sizes that keep at most the layer's original number of key/value heads are considered, so a slim model's
   KV cache is never larger than the original's (`r = max` always qualifies).
 - **A layer that keeps no head.** Its attention output is the output bias, into which every head's mean was folded.
-  Where the model runs exactly with zero heads (`SlimMap.zero_width_attention`: BERT-like encoders, measured on
-  torch 2.13 / transformers 5.24) the layer keeps no slot at all. Otherwise (GPT-2's fused projection cannot split
-  zero-width; Llama-like decoders run, but their KV cache reads a zero-head layer's length as 0 and generation goes
-  wrong; DistilBERT unmeasured), and when *every* layer keeps no head (a stock config can state 1 head but not 0),
-  it keeps one placeholder head with zero query/key/value rows and zero output columns (exact: it adds nothing).
+  Where the model runs exactly with zero heads (`SlimMap.zero_width_attention`: BERT-like encoders and Llama-like
+  decoders, measured on torch 2.13 / transformers 5.24) the layer keeps no slot at all, except a Llama-like layer
+  whose KV cache transformers reads the sequence length from (`SlimMap.cache_length_layer`, `length_layers`: layer 0
+  / the first full-attention layer; a zero-head layer there reads as empty and cached generation goes wrong).
+  That layer, GPT-2's (its fused projection cannot split zero-width; DistilBERT unmeasured), every layer when no
+  layer keeps a head (a stock config can state 1 head but not 0), and every layer when the placeholders make the
+  layout uniform (`keep_uniform`) keep one placeholder head with zero query/key/value rows and zero output columns
+  (exact: it adds nothing).
 
 **Neurons** (neuron granularity): `neurons` lists the original intermediate neurons a layer keeps (None: the whole
 block, or none of it, as `keep_mlp` says). The MLP input projections keep those rows, the output projection those
@@ -26,6 +29,7 @@ columns; `intermediate` is their count (or the architecture's `min_intermediate`
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -113,17 +117,22 @@ def plan_layer(head_mask: torch.Tensor, keep_mlp: bool, num_kv_heads: int, inter
 
 def plan_layers(head_masks: torch.Tensor, mlp_masks: torch.Tensor, num_kv_heads: int,
                 intermediate: list[int], min_intermediate: int = 0,
-                neuron_masks: torch.Tensor | None = None, zero_width_attention: bool = False) -> list[LayerLayout]:
+                neuron_masks: torch.Tensor | None = None, zero_width_attention: bool = False,
+                length_layers: Collection[int] = (), keep_uniform: bool = False) -> list[LayerLayout]:
     """One `LayerLayout` per layer from binary masks `[L, H]` and `[L]` (and `[L, intermediate]` neuron masks) and
-    each layer's MLP width. `zero_width_attention`: a layer with no head keeps no placeholder, unless no layer keeps
-    a head (then the placeholders keep the layout one a stock config can state)."""
+    each layer's MLP width. `zero_width_attention`: a layer with no head keeps no placeholder, except the
+    `length_layers` (where the KV cache reads its length by counting elements). The placeholders stay everywhere
+    when no layer keeps a head (a stock config can state 1 head, not 0), and with `keep_uniform` when they make the
+    layout uniform and dropping them would not (every other layer keeps one head: the folder then stays stock)."""
     layouts = [plan_layer(head_masks[layer], bool(mlp_masks[layer] > 0.5), num_kv_heads, intermediate[layer],
                           min_intermediate, None if neuron_masks is None else neuron_masks[layer])
                for layer in range(head_masks.shape[0])]
-    if zero_width_attention and any(layout.kept_heads for layout in layouts):
-        layouts = [layout if layout.kept_heads else replace(layout, query_slots=(), kv_slots=())
-                   for layout in layouts]
-    return layouts
+    if not zero_width_attention or not any(layout.kept_heads for layout in layouts):
+        return layouts
+    keep = set(length_layers)
+    dropped = [layout if layout.kept_heads or index in keep else replace(layout, query_slots=(), kv_slots=())
+               for index, layout in enumerate(layouts)]
+    return layouts if keep_uniform and is_uniform(layouts) and not is_uniform(dropped) else dropped
 
 
 def is_uniform(layouts: list[LayerLayout]) -> bool:

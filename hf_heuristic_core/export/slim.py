@@ -42,8 +42,8 @@ from ..granularity.base import OwnedUnits, UnitSizes
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
 
-__all__ = ["SLIM_FORMAT", "SLIM_KEY", "check_uniform", "export_slim", "forget_hook_marks", "full_width_attention",
-           "num_kv_heads", "parameter_count",
+__all__ = ["SLIM_FORMAT", "SLIM_KEY", "cache_length_layers", "check_uniform", "export_slim", "forget_hook_marks",
+           "full_width_attention", "num_kv_heads", "parameter_count",
            "rebuild_to_layout", "slim_info"]
 
 SLIM_KEY = "hf_heuristic_core_slim"
@@ -140,7 +140,9 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
     num_kv = num_kv_heads(model.config, paths.slim, num_heads)
     layouts = plan_layers(units.heads, units.mlps, num_kv,
                           [input_width(module) for module in resolved.mlp_outputs], paths.slim.min_intermediate,
-                          units.neurons, paths.slim.zero_width_attention)
+                          units.neurons, paths.slim.zero_width_attention,
+                          cache_length_layers(model.config) if paths.slim.cache_length_layer else (),
+                          keep_uniform=paths.slim.head_dim_config is not None)
     if uniform and paths.slim.head_dim_config is None:
         layouts = [full_width_attention(layout, num_heads) for layout in layouts]
     for i, layer in enumerate(resolved.layers):
@@ -216,6 +218,21 @@ def _plain_copy(prunable: Any) -> tuple[nn.Module, nn.Module]:
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(saved_grad.get(name, parameter.requires_grad))
     return hf_original, model
+
+
+def cache_length_layers(config: Any) -> tuple[int, ...]:
+    """The layer whose KV cache transformers reads the sequence length from by counting its cached elements (empty
+    when there is none): `Cache.get_seq_length()` reads layer 0 and the masks the first full-attention layer, and a
+    full-attention layer (`DynamicLayer`) counts elements, so this is the first full-attention layer (layer 0 when
+    it is one). Sliding-window and chunked layers count tokens (`cumulative_length`), whatever their width. Layer
+    types as transformers' `get_layer_types_and_kwargs` infers them: `layer_types`, else sliding where
+    `sliding_window` is set."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    types = list(getattr(text, "layer_types", None) or
+                 ["sliding_attention" if getattr(text, "sliding_window", None) is not None else "full_attention"]
+                 * int(text.num_hidden_layers))
+    counting = [index for index, kind in enumerate(types) if kind not in ("sliding_attention", "chunked_attention")]
+    return tuple(counting[:1])
 
 
 def _drop_gguf_marker(model: nn.Module) -> None:

@@ -111,9 +111,10 @@ def test_the_per_layer_schema_records_each_layers_widths(exported):
     heads, kv, width = raw["num_attention_heads"], raw["num_key_value_heads"], raw["intermediate_size"]
     assert (heads, kv) == (4, 2)
     # layer 0 keeps heads 1, 2, 3: group 0 is padded with a zero head, so 4 query slots and 2 kv heads as before
-    # (not listed); layer 1: no head (a placeholder head, 1 kv) and no MLP; layer 2 unchanged; layer 3: head 0
+    # (not listed); layer 1: no head (zero-width attention, no placeholder: the cache reads its length from layer 0)
+    # and no MLP; layer 2 unchanged; layer 3: head 0
     assert len(raw["hf_heuristic_core_slim"]["layers"][0]["query_slots"]) == 4
-    assert raw[SCHEMA_KEY] == {"1": {"num_attention_heads": 1, "num_key_value_heads": 1, "intermediate_size": 0},
+    assert raw[SCHEMA_KEY] == {"1": {"num_attention_heads": 0, "num_key_value_heads": 0, "intermediate_size": 0},
                                "3": {"num_attention_heads": 1, "num_key_value_heads": 1}}
     assert width == 48
     neurons = json.loads((exported[("llama", "mean", "neuron")]["folder"] / "config.json").read_text())

@@ -3,12 +3,16 @@ placeholder head that remains only where they cannot.
 
 Measured: BERT / RoBERTa attention runs with zero-width q/k/v/o (eager and SDPA), so there a head-less layer keeps no
 slot (exactness here and in test_export_exact.py, whose layer 0 keeps no head). Llama / Mistral / Qwen2 / Qwen3
-attention runs with zero heads too, but the KV cache reads a zero-head layer's length as 0, and cached generation
-then produced other tokens than the hooked model: they keep one zero placeholder head, as GPT-2 does (its fused
-c_attn is split by `split_size`, which cannot be 0). No stock config can state 0 heads, so a layout in which *no*
-layer keeps a head keeps the placeholder in every layer (it then loads with plain from_pretrained)."""
+attention runs with zero heads too, forward and cached generate, except in the layer whose KV cache transformers
+reads the sequence length from by counting elements (layer 0 / the first full-attention layer): a zero-head layer
+there reads as empty and cached generation produced other tokens, so that layer alone keeps one zero placeholder
+head (`export.slim.cache_length_layers`). GPT-2 keeps it everywhere (its fused c_attn is split by `split_size`, which
+cannot be 0). No stock config can state 0 heads, so a layout in which *no* layer keeps a head keeps the placeholder
+in every layer (it then loads with plain from_pretrained); so does a layout the placeholders make uniform."""
 
 from __future__ import annotations
+
+from unittest import mock
 
 import pytest
 import torch
@@ -16,6 +20,8 @@ import transformers
 from tiny_models import make_batch, one_torch_thread, tiny_config, tiny_model  # noqa: F401
 
 from hf_heuristic_core import PrunableModel, PruningConfig, load_slim, save_slim
+from hf_heuristic_core.export import slim as slim_module
+from hf_heuristic_core.export.slim import cache_length_layers, parameter_count
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -52,8 +58,8 @@ def _diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
 
 
 def test_the_kv_cache_still_reads_a_zero_head_layer_as_empty():
-    """Why decoders keep the placeholder. Turns red when transformers' cache measures zero-head keys by their
-    sequence axis: then `zero_width_attention` can be set for the Llama-like SlimMap (and the tests below extended)."""
+    """Why the length layer keeps its placeholder. Turns red when transformers' cache measures zero-head keys by their
+    sequence axis: then `cache_length_layer` can go from the Llama-like SlimMap (and every empty layer drop it)."""
     from transformers.cache_utils import DynamicLayer
     layer = DynamicLayer()
     layer.update(torch.zeros(1, 0, 5, 8), torch.zeros(1, 0, 5, 8))
@@ -107,3 +113,201 @@ def test_no_layer_with_a_head_keeps_placeholders_so_the_stock_config_holds(ablat
     plain = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim").eval()
     with torch.no_grad():
         assert _diff(hooked, plain(**batch).logits, batch["attention_mask"]) <= 1e-5
+
+
+GENERATE = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0, "output_scores": True,
+            "return_dict_in_generate": True}
+
+
+def _decoder(model_type: str, ablation: str, empty: list[int], layers: int = 3, config=None):
+    """A tiny decoder whose `empty` layers keep no head and whose other layers lose head 0 (a padded GQA group)."""
+    model = (tiny_model(model_type, task="causal_lm", num_layers=layers) if config is None else
+             transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval())
+    prunable = PrunableModel(model, PruningConfig(ablation=ablation))
+    batch = make_batch(model_type, batch_size=3, seq_len=8, padding="left")
+    if ablation == "mean":
+        prunable.compute_means([make_batch(model_type, batch_size=4, seq_len=8, seed=5)], show_progress=False)
+    heads = torch.ones(layers, 4)
+    heads[:, 0] = 0
+    heads[empty] = 0
+    prunable.set_masks(heads=heads)
+    return prunable.eval(), batch
+
+
+def _assert_generates_like(reference, model, batch, tol: float = 1e-5) -> None:
+    ours, theirs = reference.generate(**batch, **GENERATE), model.generate(**batch, **GENERATE)
+    assert torch.equal(ours.sequences, theirs.sequences)
+    assert max(float((a - b).abs().max()) for a, b in zip(ours.scores, theirs.scores)) <= tol
+
+
+def _placeholders_everywhere(prunable):
+    """The export of 0.x: a placeholder head in every head-less layer (what older folders hold)."""
+    original = slim_module.plan_layers
+
+    def plan(*args, **kwargs):
+        return original(*args[:6], zero_width_attention=False)
+
+    with mock.patch.object(slim_module, "plan_layers", plan):
+        return prunable.export_slim()
+
+
+def _no_placeholder(prunable):
+    original = slim_module.plan_layers
+
+    def plan(*args, **kwargs):
+        return original(*args[:6], zero_width_attention=True)
+
+    with mock.patch.object(slim_module, "plan_layers", plan):
+        return prunable.export_slim()
+
+
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+@pytest.mark.parametrize("empty", [[0], [1], [0, 2]], ids=["layer0", "layer1", "layers0and2"])
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2", "qwen3"])
+def test_only_the_length_layer_keeps_a_placeholder_and_generation_is_exact(model_type, empty, ablation):
+    prunable, batch = _decoder(model_type, ablation, empty)
+    slim = prunable.export_slim().eval()
+    slots = [layer["query_slots"] for layer in slim.config.hf_heuristic_core_slim["layers"]]
+    assert slots == [([-1] if index == 0 else []) if index in empty else slots[index] for index in range(3)]
+    assert all(len(slots[index]) == 4 for index in range(3) if index not in empty)
+    attention = slim.model.layers[2].self_attn
+    assert (attention.q_proj.out_features, attention.k_proj.out_features) == ((0, 0) if 2 in empty else (32, 16)
+                                                                            if model_type != "qwen3" else (64, 32))
+    with torch.no_grad():
+        assert _diff(prunable(**batch).logits, slim(**batch).logits, batch["attention_mask"]) <= 1e-5
+    _assert_generates_like(prunable, slim, batch)
+    saved = parameter_count(_placeholders_everywhere(prunable))
+    head_dim = 16 if model_type == "qwen3" else 8
+    bias = 3 * head_dim if model_type == "qwen2" else 0   # Qwen2's q/k/v have biases
+    assert saved - parameter_count(slim) == (4 * head_dim * 32 + bias) * len([i for i in empty if i != 0])
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+def test_without_the_layer0_placeholder_cached_generation_goes_wrong(model_type):
+    """Why layer 0 keeps it (transformers 5.24): forward without a cache is exact, cached generate is not. Turns red
+    when transformers reads the cache's length another way; then `cache_length_layer` can go."""
+    prunable, batch = _decoder(model_type, "mean", [0])
+    slim = _no_placeholder(prunable).eval()
+    assert slim.config.hf_heuristic_core_slim["layers"][0]["query_slots"] == []
+    with torch.no_grad():
+        assert _diff(prunable(**batch).logits, slim(**batch).logits, batch["attention_mask"]) <= 1e-5
+    ours, theirs = prunable.generate(**batch, **GENERATE), slim.generate(**batch, **GENERATE)
+    assert max(float((a - b).abs().max()) for a, b in zip(ours.scores, theirs.scores)) > 0.1
+
+
+def test_the_length_layers_follow_the_layer_types():
+    assert cache_length_layers(tiny_config("llama", num_layers=3)) == (0,)
+    assert cache_length_layers(tiny_config("mistral", num_layers=3, sliding_window=4)) == ()
+    hybrid = tiny_config("qwen2", num_layers=3, sliding_window=4, use_sliding_window=True,
+                         layer_types=["sliding_attention", "full_attention", "full_attention"])
+    assert cache_length_layers(hybrid) == (1,)
+
+
+@pytest.mark.parametrize("empty", [[0, 1], [0, 2]], ids=["first-full-empty", "first-full-kept"])
+def test_a_sliding_layer_0_needs_no_placeholder_but_the_first_full_layer_does(empty):
+    config = tiny_config("qwen2", num_layers=3, sliding_window=4, use_sliding_window=True,
+                         layer_types=["sliding_attention", "full_attention", "full_attention"])
+    torch.manual_seed(0)
+    prunable, batch = _decoder("qwen2", "mean", empty, config=config)
+    slim = prunable.export_slim().eval()
+    slots = [len(layer["query_slots"]) for layer in slim.config.hf_heuristic_core_slim["layers"]]
+    assert slots == ([0, 1, 4] if empty == [0, 1] else [0, 4, 0])
+    _assert_generates_like(prunable, slim, batch)
+
+
+def test_all_sliding_layers_need_no_placeholder():
+    torch.manual_seed(0)
+    prunable, batch = _decoder("mistral", "zero", [0, 1], config=tiny_config("mistral", num_layers=3,
+                                                                             sliding_window=4))
+    slim = prunable.export_slim().eval()
+    assert [len(layer["query_slots"]) for layer in slim.config.hf_heuristic_core_slim["layers"]] == [0, 0, 4]
+    _assert_generates_like(prunable, slim, batch)
+
+
+@pytest.mark.parametrize("model_type,ablation", [("llama", "mean"), ("qwen2", "zero")])
+def test_zero_head_layers_reload_with_load_slim_and_automodel(model_type, ablation, tmp_path):
+    prunable, batch = _decoder(model_type, ablation, [0, 2])
+    slim = prunable.export_slim().eval()
+    assert slim.config.hf_heuristic_core_slim["layers"][2]["query_slots"] == []
+    save_slim(slim, tmp_path / "slim")
+    with torch.no_grad():
+        expected = slim(**batch).logits
+        for loaded in (load_slim(tmp_path / "slim"),
+                       transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim").eval()):
+            assert loaded.model.layers[2].self_attn.q_proj.out_features == 0
+            loaded.set_attn_implementation("eager")   # as the tiny model was built
+            assert float((loaded(**batch).logits - expected).abs().max()) <= 1e-6
+            _assert_generates_like(prunable, loaded, batch)
+
+
+def test_older_folders_with_placeholders_still_load(tmp_path):
+    prunable, batch = _decoder("llama", "mean", [0, 2])
+    old = _placeholders_everywhere(prunable).eval()
+    assert [layer["query_slots"] for layer in old.config.hf_heuristic_core_slim["layers"]][2] == [-1]
+    save_slim(old, tmp_path / "old")
+    with torch.no_grad():
+        expected = old(**batch).logits
+        for loaded in (load_slim(tmp_path / "old"),
+                       transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "old").eval()):
+            assert loaded.model.layers[2].self_attn.q_proj.out_features == 8
+            loaded.set_attn_implementation("eager")   # as the tiny model was built
+            assert float((loaded(**batch).logits - expected).abs().max()) <= 1e-6
+            _assert_generates_like(prunable, loaded, batch)
+
+
+def test_placeholders_stay_where_they_make_the_folder_stock(tmp_path):
+    """Layers 0 and 2 keep one head (1 query, 1 kv slot), layer 1 none: with its placeholder every layer is
+    (1, 1, 48), which a stock config states; without it the folder would need load_slim."""
+    prunable, batch = _decoder("llama", "zero", [1])
+    prunable.set_masks(heads=torch.tensor([[0., 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0]]))
+    slim = prunable.export_slim().eval()
+    info = slim.config.hf_heuristic_core_slim
+    assert info["stock"] and info["layers"][1]["query_slots"] == [-1]
+    save_slim(slim, tmp_path / "slim")
+    with torch.no_grad():
+        plain = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim").eval()
+        assert _diff(prunable(**batch).logits, plain(**batch).logits, batch["attention_mask"]) <= 1e-5
+
+
+def test_beam_search_and_a_continued_cache_match_the_hooked_model():
+    """Beam search reorders every cache layer (`index_select` on zero-head keys); a second generate continues a
+    returned cache whose zero-head layers hold no elements."""
+    prunable, batch = _decoder("llama", "mean", [1, 2])
+    slim = prunable.export_slim().eval()
+    assert [len(layer["query_slots"]) for layer in slim.config.hf_heuristic_core_slim["layers"]] == [4, 0, 0]
+    beams = {"num_beams": 2, "num_return_sequences": 2, "max_new_tokens": 5, "do_sample": False, "pad_token_id": 0}
+    assert torch.equal(prunable.generate(**batch, **beams), slim.generate(**batch, **beams))
+    continued = []
+    for model in (prunable, slim):
+        first = model.generate(**batch, **{**GENERATE, "max_new_tokens": 3})
+        mask = torch.cat([batch["attention_mask"], torch.ones(3, 3, dtype=torch.long)], dim=1)
+        continued.append(model.generate(input_ids=first.sequences, attention_mask=mask, cache=first.cache,
+                                        **{**GENERATE, "max_new_tokens": 3}).sequences)
+    assert torch.equal(*continued)
+
+
+def test_load_slim_builds_stock_layers_after_a_failed_from_config(tmp_path):
+    """transformers 5.24 leaves the patched decoder-layer stand-ins in the modeling modules when a model's init
+    raises inside its patch context (any model: here GPT-2 with 0 heads); `load_slim` must still build stock layers
+    and rebuild them once (before: IndexError on an uneven neuron layout, found when this module ran first)."""
+    from transformers.models.llama import modeling_llama
+
+    from hf_heuristic_core.export.autoload import autoload_registered
+    prunable = PrunableModel(tiny_model("llama", task="causal_lm", num_layers=2),
+                             PruningConfig(granularity="neuron", ablation="zero"))
+    neurons = torch.ones_like(prunable.get_masks()["neurons"])
+    neurons[0, :5] = 0
+    prunable.set_masks(neurons=neurons)
+    slim = prunable.export_slim().eval()
+    save_slim(slim, tmp_path / "slim")
+    assert autoload_registered("llama")
+    with pytest.raises(ZeroDivisionError):
+        transformers.AutoModelForCausalLM.from_config(tiny_config("gpt2", num_layers=2, n_head=0))
+    # the stand-in is left behind (turns red when transformers restores the classes on failure; keep the rest)
+    assert hasattr(modeling_llama.LlamaDecoderLayer, "stock_class")
+    batch = make_batch("llama", batch_size=2, seq_len=6)
+    loaded = load_slim(tmp_path / "slim")
+    loaded.set_attn_implementation("eager")   # as the tiny model was built
+    with torch.no_grad():
+        assert float((loaded(**batch).logits - slim(**batch).logits).abs().max()) <= 1e-6
+    assert not hasattr(modeling_llama.LlamaDecoderLayer, "stock_class")   # load_slim put the stock class back
