@@ -58,7 +58,7 @@ from torch import nn
 
 from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.analysis.subtasks import invert_masks, mask_overlap, sharing_fractions
-from hf_heuristic_core.io_utils import atomic_write_text
+from hf_heuristic_core.io_utils import atomic_write_text, check_run_settings
 from hf_heuristic_core.training.objectives import sparsity_penalty
 
 PAIRS = 2
@@ -315,20 +315,8 @@ RUN_DIR_SETTINGS = ("hidden", "base_steps", "alpha", "mask_lr", "mask_init", "ma
 
 
 def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
-    """Refuse to resume checkpoints made with other settings; record them on first use."""
-    wanted = {key: getattr(args, key) for key in RUN_DIR_SETTINGS}
-    record = folder / "run_settings.json"
-    if record.exists():
-        found = json.loads(record.read_text())
-        differ = {k: (found.get(k), v) for k, v in wanted.items() if found.get(k) != v}
-        if differ:
-            raise SystemExit(f"--run_dir {folder} holds checkpoints made with other settings ({differ}, as (saved, "
-                             "given)); give a new --run_dir or the saved settings.")
-    elif any(folder.glob("seed*/base.pt")):
-        raise SystemExit(f"--run_dir {folder} holds checkpoints but no run_settings.json (an older revision of this "
-                         "script), so their settings are unknown; give a new --run_dir.")
-    else:
-        atomic_write_text(record, json.dumps(wanted, indent=2) + "\n")
+    """Refuse to resume a run directory made with other settings; record them on first use."""
+    check_run_settings(folder, {key: getattr(args, key) for key in RUN_DIR_SETTINGS}, "seed*/base.pt")
 
 
 def merge_outputs(paths: list[str]) -> dict[str, Any]:

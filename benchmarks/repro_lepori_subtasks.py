@@ -72,7 +72,7 @@ from transformers import BertConfig, BertModel
 from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.analysis.subtasks import complement_masks, lepori_differences, subtask_test
 from hf_heuristic_core.data.compositional import CHANCE, MAX_LENGTH, AgreementVocabulary, attention_mask, odd_one_out
-from hf_heuristic_core.io_utils import atomic_write_text
+from hf_heuristic_core.io_utils import atomic_write_text, check_run_settings
 from hf_heuristic_core.relaxations.continuous_sparsification import LEPORI_LAMBDA, beta_after_epochs
 from hf_heuristic_core.training.objectives import sparsity_penalty
 
@@ -357,19 +357,7 @@ RUN_DIR_SETTINGS = ("hidden", "layers", "heads", "words_per_class", "train_examp
 
 def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
     """Refuse to resume a run directory made with other settings; record them on first use."""
-    wanted = {key: getattr(args, key) for key in RUN_DIR_SETTINGS}
-    record = folder / "run_settings.json"
-    if record.exists():
-        found = json.loads(record.read_text())
-        differ = {k: (found.get(k), v) for k, v in wanted.items() if found.get(k) != v}
-        if differ:
-            raise SystemExit(f"--run_dir {folder} holds runs made with other settings ({differ}, as (saved, given)); "
-                             "give a new --run_dir or the saved settings.")
-    elif any(folder.glob("base*.pt")):
-        raise SystemExit(f"--run_dir {folder} holds base models but no run_settings.json (an older revision of this "
-                         "script), so their settings are unknown; give a new --run_dir.")
-    else:
-        atomic_write_text(record, json.dumps(wanted, indent=2) + "\n")
+    check_run_settings(folder, {key: getattr(args, key) for key in RUN_DIR_SETTINGS}, "base*.pt")
 
 
 def merge_outputs(paths: list[str]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -52,3 +53,22 @@ def atomic_write_many(writers: dict[Path, Callable[[str], object]]) -> None:
         for tmp in temps.values():
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def check_run_settings(folder: Path, wanted: dict, earlier_runs: str, flag: str = "--run_dir") -> None:
+    """Record the settings a resumable run directory is made with (`run_settings.json`) and refuse to resume it with
+    others: mixing checkpoints of two settings gives results no single setting produced. A directory holding files
+    matching `earlier_runs` but no record (made before records existed) is refused too, since its settings are
+    unknown. Raises `SystemExit` with the differing values, for scripts."""
+    record = Path(folder) / "run_settings.json"
+    if record.exists():
+        found = json.loads(record.read_text())
+        differ = {k: (found.get(k), v) for k, v in wanted.items() if found.get(k) != v}
+        if differ:
+            raise SystemExit(f"{flag} {folder} holds runs made with other settings ({differ}, as (saved, given)); "
+                             f"give a new {flag} or the saved settings.")
+    elif any(Path(folder).glob(earlier_runs)):
+        raise SystemExit(f"{flag} {folder} holds runs but no run_settings.json (an older revision of this script), "
+                         f"so their settings are unknown; give a new {flag}.")
+    else:
+        atomic_write_text(record, json.dumps(wanted, indent=2) + "\n")
