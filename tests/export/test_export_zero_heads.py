@@ -224,35 +224,32 @@ def test_all_sliding_layers_need_no_placeholder():
     _assert_generates_like(prunable, slim, batch)
 
 
+def _assert_reloads_both_ways(slim, folder, prunable, batch, layer2_query_width: int) -> None:
+    """Saved, then loaded with `load_slim` and with `AutoModelForCausalLM` after import: layer 2's query width as
+    recorded, logits within 1e-6 of the in-memory slim model, and generation like the hooked model."""
+    save_slim(slim, folder)
+    with torch.no_grad():
+        expected = slim(**batch).logits
+        for loaded in (load_slim(folder), transformers.AutoModelForCausalLM.from_pretrained(folder).eval()):
+            assert loaded.model.layers[2].self_attn.q_proj.out_features == layer2_query_width
+            loaded.set_attn_implementation("eager")   # as the tiny model was built
+            assert float((loaded(**batch).logits - expected).abs().max()) <= 1e-6
+            _assert_generates_like(prunable, loaded, batch)
+
+
 @pytest.mark.parametrize("model_type,ablation", [("llama", "mean"), ("qwen2", "zero")])
 def test_zero_head_layers_reload_with_load_slim_and_automodel(model_type, ablation, tmp_path):
     prunable, batch = _decoder(model_type, ablation, [0, 2])
     slim = prunable.export_slim().eval()
     assert slim.config.hf_heuristic_core_slim["layers"][2]["query_slots"] == []
-    save_slim(slim, tmp_path / "slim")
-    with torch.no_grad():
-        expected = slim(**batch).logits
-        for loaded in (load_slim(tmp_path / "slim"),
-                       transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim").eval()):
-            assert loaded.model.layers[2].self_attn.q_proj.out_features == 0
-            loaded.set_attn_implementation("eager")   # as the tiny model was built
-            assert float((loaded(**batch).logits - expected).abs().max()) <= 1e-6
-            _assert_generates_like(prunable, loaded, batch)
+    _assert_reloads_both_ways(slim, tmp_path / "slim", prunable, batch, layer2_query_width=0)
 
 
 def test_older_folders_with_placeholders_still_load(tmp_path):
     prunable, batch = _decoder("llama", "mean", [0, 2])
     old = _placeholders_everywhere(prunable).eval()
     assert [layer["query_slots"] for layer in old.config.hf_heuristic_core_slim["layers"]][2] == [-1]
-    save_slim(old, tmp_path / "old")
-    with torch.no_grad():
-        expected = old(**batch).logits
-        for loaded in (load_slim(tmp_path / "old"),
-                       transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "old").eval()):
-            assert loaded.model.layers[2].self_attn.q_proj.out_features == 8
-            loaded.set_attn_implementation("eager")   # as the tiny model was built
-            assert float((loaded(**batch).logits - expected).abs().max()) <= 1e-6
-            _assert_generates_like(prunable, loaded, batch)
+    _assert_reloads_both_ways(old, tmp_path / "old", prunable, batch, layer2_query_width=8)
 
 
 def test_placeholders_stay_where_they_make_the_folder_stock(tmp_path):
