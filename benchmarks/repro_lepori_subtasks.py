@@ -360,6 +360,9 @@ def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
     check_run_settings(folder, {key: getattr(args, key) for key in RUN_DIR_SETTINGS}, "base*.pt")
 
 
+MERGE_SETTINGS = ("inits", "mask_lrs", "mask_lambdas", "mask_seeds", "random_controls")
+
+
 def merge_outputs(paths: list[str]) -> dict[str, Any]:
     """One result from several `--output` files of the same settings (e.g. one process per base seed and subroutine
     on a GPU): the runs of each base seed are joined (subroutines from either file), then summarized."""
@@ -367,7 +370,8 @@ def merge_outputs(paths: list[str]) -> dict[str, Any]:
     settings, seconds = None, {}
     for path in paths:
         result = json.loads(Path(path).read_text())
-        mine = {k: v for k, v in result["settings"].items() if k in RUN_DIR_SETTINGS}
+        # the run directory's settings and the search grid / mask seeds: masks of another grid are not comparable
+        mine = {k: result["settings"].get(k) for k in RUN_DIR_SETTINGS + MERGE_SETTINGS}
         if settings is not None and mine != settings:
             raise SystemExit(f"--merge: {path} was made with other settings ({mine} vs {settings}); merge only runs "
                              "of one setting.")

@@ -83,6 +83,9 @@ def test_lepori_merge_refuses_other_settings_and_duplicates(lepori, tmp_path):
     other = _lepori_output(tmp_path / "b.json", 1, "sr1", 0.4, -0.2, hidden=64)
     with pytest.raises(SystemExit, match="other settings"):
         lepori.merge_outputs([first, other])
+    other_grid = _lepori_output(tmp_path / "d.json", 1, "sr1", 0.4, -0.2, mask_lambdas=[1e-5])
+    with pytest.raises(SystemExit, match="other settings"):
+        lepori.merge_outputs([first, other_grid])
     again = _lepori_output(tmp_path / "c.json", 0, "sr1", 0.5, -0.1)
     with pytest.raises(SystemExit, match="appears twice"):
         lepori.merge_outputs([first, again])
