@@ -44,20 +44,26 @@ def nli_data():
 
 @pytest.fixture(scope="session")
 def finetuned_minilm(minilm_dir, nli_data, tmp_path_factory):
-    """MiniLM with a fresh 2-way head, fine-tuned for 2 epochs on 1024 generated NLI pairs (~30 s on 2 cores)."""
-    import transformers
-    torch.manual_seed(0)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    train = nli_data["train"].map(
-        lambda b: tokenizer(b["premise"], b["hypothesis"], truncation=True, max_length=MAX_LENGTH), batched=True,
-        remove_columns=[c for c in nli_data["train"].column_names if c != "label"]).rename_column("label", "labels")
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(minilm_dir, num_labels=2)
-    folder = tmp_path_factory.mktemp("minilm-nli")
-    args = transformers.TrainingArguments(output_dir=str(folder / "run"), per_device_train_batch_size=32,
-                                          num_train_epochs=2, learning_rate=1e-4, warmup_steps=5, report_to="none",
-                                          use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0)
-    transformers.Trainer(model=model, args=args, train_dataset=train,
-                         data_collator=transformers.DataCollatorWithPadding(tokenizer)).train()
-    model.save_pretrained(folder / "model")
-    tokenizer.save_pretrained(folder / "model")
-    return folder / "model"
+    """MiniLM with a fresh 2-way head, fine-tuned for 2 epochs on 1024 generated NLI pairs (~30 s on 2 cores), built
+    once per test session (the first xdist worker to ask builds it, the other reads it; `shared_builds`). Read-only:
+    a test that writes into the model folder copies it first."""
+    from shared_builds import build_once
+
+    def fine_tune(folder):
+        import transformers
+        torch.manual_seed(0)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
+        train = nli_data["train"].map(
+            lambda b: tokenizer(b["premise"], b["hypothesis"], truncation=True, max_length=MAX_LENGTH), batched=True,
+            remove_columns=[c for c in nli_data["train"].column_names if c != "label"]).rename_column("label", "labels")
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(minilm_dir, num_labels=2)
+        args = transformers.TrainingArguments(output_dir=str(folder / "run"), per_device_train_batch_size=32,
+                                              num_train_epochs=2, learning_rate=1e-4, warmup_steps=5,
+                                              report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True,
+                                              seed=0)
+        transformers.Trainer(model=model, args=args, train_dataset=train,
+                             data_collator=transformers.DataCollatorWithPadding(tokenizer)).train()
+        model.save_pretrained(folder / "model")
+        tokenizer.save_pretrained(folder / "model")
+
+    return build_once(tmp_path_factory, "finetuned-minilm", fine_tune) / "model"
