@@ -2,7 +2,7 @@
 
 A session-scoped fixture runs once per worker: with `-n 2` a fine-tuned model or a trained mask artifact was built
 twice. `build_once(tmp_path_factory, name, build)` builds into a folder under the session's shared temporary root,
-holding an exclusive `flock` while it builds: a second worker that asks meanwhile blocks on the lock (no polling) and
+holding an exclusive `flock` while it builds (in place, so the absolute paths it records stay valid): a second worker that asks meanwhile blocks on the lock (no polling) and
 then reads the finished folder. A build that raises leaves nothing behind, and the next request tries again.
 
 The folder is read-only by convention: a test that changes what it finds there copies it first (`copy_of`).
@@ -37,17 +37,15 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
     with open(root / f"shared-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # blocks while another worker builds; released when the file closes
         if not (folder / _COMPLETE).is_file():
-            partial = root / f"shared-{name}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir()
-            try:
-                build(partial)
-            except BaseException:
-                shutil.rmtree(partial, ignore_errors=True)
-                raise
-            (partial / _COMPLETE).touch()
+            # built in place (not renamed afterwards): what it builds records absolute paths of its own files
             shutil.rmtree(folder, ignore_errors=True)
-            partial.rename(folder)
+            folder.mkdir()
+            try:
+                build(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            (folder / _COMPLETE).touch()   # last: a folder without it is an unfinished build
     return folder
 
 

@@ -54,5 +54,5 @@ def test_the_name_follows_everything_that_changes_the_tokens(table):
 
 def test_a_tokenizer_without_a_fast_backend_is_left_to_datasets(table):
     class Slow:   # what matters: no `backend_tokenizer`
-        model_input_names = ["input_ids"]
+        model_input_names = ("input_ids",)
     assert _map_fingerprint(table, Slow(), ["premise"], 4, []) is None

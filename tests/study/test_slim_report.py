@@ -14,8 +14,6 @@ from tiny_models import one_torch_thread  # noqa: F401
 
 from hf_heuristic_core.analysis.results import write_json
 from hf_heuristic_core.analysis.units import read_masks
-from hf_heuristic_core.study import StudyArguments
-from hf_heuristic_core.study.run import run_study
 from hf_heuristic_core.study.slim_report import (
     choose_run,
     slim_report_for_runs,
@@ -23,28 +21,16 @@ from hf_heuristic_core.study.slim_report import (
     study_slim_report,
 )
 
-pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]   # one tiny study, ~30 s
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]   # reads the shared tiny study
 
+# The tiny classifier's sizes (tests/study/conftest.py builds it), restated for the by-hand parameter counts.
 HIDDEN, HEADS, HEAD_DIM, INTERMEDIATE = 32, 4, 8, 48
 
 
-@pytest.fixture(scope="module")
-def study(tmp_path_factory, minilm_dir) -> Path:
-    """A tiny study (random 2-layer BERT classifier, so no fine-tuning) at sparsity 0.5 with one seed."""
-    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=HIDDEN,
-                                     num_attention_heads=HEADS, num_hidden_layers=2, intermediate_size=INTERMEDIATE,
-                                     max_position_embeddings=64, num_labels=2, initializer_range=0.2)
-    transformers.set_seed(0)
-    model_dir = tmp_path_factory.mktemp("tiny_classifier")
-    transformers.BertForSequenceClassification(config).save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
-    out = tmp_path_factory.mktemp("study")
-    run_study(StudyArguments(output_dir=str(out), model=str(model_dir), train_size=48, id_eval_size=40,
-                             ood_per_case=3, max_length=24, sparsities="0.5", seeds="0", prune_steps=6,
-                             prune_batch_size=8, means_examples=16, ablation_non_core_sample=1, max_core_units=1,
-                             device="cpu"))
-    return out
+@pytest.fixture
+def study(tiny_study) -> Path:
+    """The shared tiny study (`tests/study/conftest.py`): random 2-layer BERT classifier, sparsity 0.5, seeds 0, 1."""
+    return tiny_study
 
 
 def _expected_slim_parameters(full: int, masks: dict[str, torch.Tensor]) -> int:
