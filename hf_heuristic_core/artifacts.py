@@ -168,6 +168,8 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
     config = model.pruning_config
     hub_id, local = card_base_model(config)
     base = hub_id or HUB_ID_PLACEHOLDER
+    gguf = config.base_model_gguf_file
+    gguf_argument = f", gguf_file=\"{gguf}\"" if gguf else ""
     title = f"`{hub_id}`" if hub_id else "a local model"
     local_note = [] if not local else [
         f"> **The base model is a local folder** (`{local}`), which nobody else can load. Re-save with the base "
@@ -181,7 +183,8 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
         "masks only, not model weights.", "",
         "| field | value |", "|---|---|",
         f"| base model | `{hub_id or local or 'unknown'}`{' (local folder)' if local else ''} "
-        f"(revision `{config.base_model_revision or 'unknown'}`) |",
+        f"(revision `{config.base_model_revision or 'unknown'}`"
+        f"{f', GGUF file `{gguf}`' if gguf else ''}) |",
         f"| model type | {config.model_type} ({_shape_text(model.granularity, config)}) |",
         f"| granularity, relaxation | {config.granularity}, {config.relaxation} |",
         f"| units kept | {report['units_kept']} of {report['units_total']} |",
@@ -196,7 +199,8 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
         f"| mean activations | {'included' if model.has_means else 'not included'}"
         f"{' (' + str(model.means_info.get('token_count')) + ' tokens)' if model.has_means else ''} |",
         "", "## Use", "", "```python", "from hf_heuristic_core import PrunableModel", "",
-        f"model = PrunableModel.from_pretrained(\"{base}\", masks=\"<this repo or folder>\")", "model.eval()", "```", "",
+        f"model = PrunableModel.from_pretrained(\"{base}\", masks=\"<this repo or folder>\"{gguf_argument})",
+        "model.eval()", "```", "",
     ]
     return "\n".join(lines)
 
@@ -361,13 +365,16 @@ def push_artifact_to_hub(model: Any, repo_id: str, private: bool | None = None, 
                                  revision=revision)
 
 
-def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, **hf_kwargs: Any):
-    """Load a Transformers model with the class its config names (e.g. `BertForSequenceClassification`)."""
+def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, artifact: str | os.PathLike | None = None,
+                    **hf_kwargs: Any):
+    """Load a Transformers model with the class its config names (e.g. `BertForSequenceClassification`).
+    `artifact`: the mask artifact the model is loaded for, named by the errors."""
     import transformers
     if _looks_like_local_path(str(name_or_path)) and not Path(str(name_or_path)).expanduser().exists():
         raise ArtifactError(f"No model folder at {name_or_path} (from {Path.cwd()}); a relative path only resolves "
                             "from where it was typed. Pass the base model explicitly (its folder or Hub id), e.g. "
                             "PrunableModel.from_pretrained(MODEL, masks=ARTIFACT_DIR) or export --model MODEL.")
+    check_gguf_named(name_or_path, hf_kwargs.get("gguf_file"), artifact)
     gguf = bool(hf_kwargs.get("gguf_file"))
     if gguf and "dtype" not in hf_kwargs and "torch_dtype" not in hf_kwargs:
         import torch
@@ -376,12 +383,61 @@ def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, **
         config = hf_kwargs.get("config") or transformers.AutoConfig.from_pretrained(name_or_path,
                                                                                    **_config_kwargs(hf_kwargs))
         names = getattr(config, "architectures", None) or []
-        model_class = next((getattr(transformers, n) for n in names if hasattr(transformers, n)),
-                           transformers.AutoModel)
+        fallback = transformers.AutoModelForCausalLM if gguf and is_decoder_type(config.model_type) else \
+            transformers.AutoModel   # a GGUF file names no class, only its architecture: a decoder is a causal LM
+        model_class = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), fallback)
     model = model_class.from_pretrained(name_or_path, **hf_kwargs)
     if gguf:
         plain_gguf_model(model)
     return model
+
+
+ENCODER_TYPES = {"bert", "roberta", "xlm-roberta", "electra", "camembert", "nomic_bert", "t5", "modernbert"}
+
+
+def is_decoder_type(model_type: str | None) -> bool:
+    """Whether a model type is a decoder-only language model (what a GGUF file of that architecture holds)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return bool(model_type) and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in ENCODER_TYPES
+
+
+def gguf_files(folder: str | os.PathLike) -> list[str]:
+    """The `.gguf` files of a local model folder that has no `config.json` (a folder Transformers can only read
+    with `gguf_file=`); empty for anything else."""
+    path = Path(str(folder)).expanduser()
+    if not path.is_dir() or (path / "config.json").is_file():
+        return []
+    return sorted(p.name for p in path.glob("*.gguf"))
+
+
+def check_gguf_named(name_or_path: str | os.PathLike, gguf_file: str | None,
+                     artifact: str | os.PathLike | None = None) -> None:
+    """A folder that holds only GGUF files, loaded without naming one, fails in Transformers with "no file named
+    model.safetensors" or "Unrecognized model"; say which argument fixes it instead."""
+    found = [] if gguf_file else gguf_files(name_or_path)
+    if not found:
+        return
+    what = f"the base model of the mask artifact {artifact}, " if artifact else ""
+    older = (" The artifact does not record its GGUF file (saved before artifacts recorded it; re-save it, or pass "
+             "the file).") if artifact else ""
+    call = f"PrunableModel.from_pretrained({str(artifact or name_or_path)!r}, gguf_file={found[0]!r})"
+    raise ArtifactError(f"{name_or_path} ({what}a folder with no config.json) holds GGUF file(s) {found}: name the "
+                        f"one to read, {call} (command line: --gguf_file {found[0]}).{older}")
+
+
+def recorded_gguf_file(masks: str | os.PathLike, model: str | os.PathLike | None = None) -> str | None:
+    """The GGUF file a local mask artifact's base model was read from (`base_model_gguf_file`), when `model` (default:
+    the recorded base model) is a folder holding that file; None otherwise (a Hub artifact is not fetched for it)."""
+    path = Path(str(masks)).expanduser() / CONFIG_NAME
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    name = saved.get("base_model_gguf_file") if isinstance(saved, dict) else None
+    folder = model or saved.get("base_model_name_or_path")
+    if not name or not folder or not (Path(str(folder)).expanduser() / name).is_file():
+        return None
+    return name
 
 
 def plain_gguf_model(model: Any) -> Any:

@@ -114,6 +114,8 @@ class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
     base_model_name_or_path: str | None = None
     base_model_revision: str | None = None
     base_model_class: str | None = None
+    # The GGUF file inside base_model_name_or_path the model was read from (None: a Transformers checkpoint).
+    base_model_gguf_file: str | None = None
     num_layers: int | None = None
     head_dim: int | None = None
     hidden_size: int | None = None

@@ -458,8 +458,10 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
                         **hf_kwargs: Any) -> "PrunableModel":
         """Load a Transformers model (Hub id or path) and wrap it; optionally load a mask artifact.
 
-        `name_or_path` may also be a mask artifact: the base model it names is loaded and the masks applied.
-        `model_class` defaults to the class in the checkpoint's `config.architectures`, else `AutoModel`.
+        `name_or_path` may also be a mask artifact: the base model it names is loaded (from the GGUF file it records,
+        if any) and the masks applied. `model_class` defaults to the class in the checkpoint's
+        `config.architectures`, else `AutoModel`. A model read with `gguf_file=` records the file in its
+        `pruning_config` (`base_model_gguf_file`), so its artifact loads again without it.
         """
         artifact_dir = resolve_artifact_dir(name_or_path, must_exist=False, **hub_kwargs(hf_kwargs))
         if artifact_dir is not None and masks is None:
@@ -471,8 +473,13 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
             if model_class is None and saved.base_model_class:
                 import transformers
                 model_class = getattr(transformers, saved.base_model_class, None)
+            if saved.base_model_gguf_file and "gguf_file" not in hf_kwargs:
+                hf_kwargs = {**hf_kwargs, "gguf_file": saved.base_model_gguf_file}
             pruning_config = pruning_config or saved.settings_only()
-        model = load_base_model(name_or_path, model_class, **hf_kwargs)
+        model = load_base_model(name_or_path, model_class, artifact=masks, **hf_kwargs)
+        if pruning_config is not None or hf_kwargs.get("gguf_file"):   # what was loaded, not what a config said
+            pruning_config = PruningConfig.from_dict({**(pruning_config or PruningConfig()).to_dict(),
+                                                      "base_model_gguf_file": hf_kwargs.get("gguf_file")})
         wrapped = cls(model, pruning_config)
         if masks is not None:
             wrapped.load_masks(masks, **hub_kwargs(hf_kwargs))

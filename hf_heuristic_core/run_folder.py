@@ -12,7 +12,10 @@ A command claims its output folder before any model or data is loaded (`claim_ou
   refused, naming what is there (and the differences), unless `overwrite=True` (`--overwrite_output_dir`). The same
   kind with the same settings is the same run: it resumes or repeats;
 - **inputs are never outputs:** an output folder that is one of the command's inputs, or holds one, is refused even
-  with `overwrite` (export into the masks folder would otherwise replace the masks).
+  with `overwrite` (export into the masks folder would otherwise replace the masks);
+- **no claim without output:** a run that fails before writing a file (empty folders do not count) leaves the folder
+  as it found it: a new folder is removed, an earlier run's record is put back, and the corrected re-run is not
+  refused for "settings differ".
 
 Nothing here deletes a file: `overwrite` only lets a command write its own files into a folder that holds others.
 """
@@ -34,8 +37,9 @@ from .io_utils import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOCK_NAME", "RECORD_NAME", "FolderLock", "OutputClaim", "OutputFolderError", "check_writable",
-           "claim_output_dir", "local_paths", "read_record", "settings_differences"]
+__all__ = ["LOCK_NAME", "RECORD_NAME", "FolderLock", "OutputClaim", "OutputFolderError", "check_inputs",
+           "check_writable", "claim_output_dir", "local_paths", "read_record", "refuse_other_commands",
+           "settings_differences"]
 
 RECORD_NAME = "hf_heuristic_core_run.json"
 LOCK_NAME = ".hf_heuristic_core.lock"
@@ -179,13 +183,14 @@ class OutputClaim:
     `finish(**info)` marks the run finished in its record (a folder whose run never finished is an unfinished input
     for export and analyses)."""
 
-    def __init__(self, folder: Path, kind: str, settings: dict[str, Any], lock: Path, created: bool = False) -> None:
+    def __init__(self, folder: Path, kind: str, settings: dict[str, Any], lock: Path, existed: bool = True) -> None:
         self.folder, self.kind, self.settings, self._lock = folder, kind, settings, lock
         self.record: dict[str, Any] = {}
-        self.created = created   # the folder was new or empty: a run that fails before writing leaves nothing
+        self.existed = existed   # False: the claim created the folder, and removes it again if nothing was written
         self.finished = False
         self.previous = read_record(folder)
         self.snapshot = _snapshot(folder)
+        self.folders = _subfolders(folder)
 
     def write_record(self, finished: bool, **info: Any) -> None:
         previous = read_record(self.folder) or {}
@@ -202,22 +207,30 @@ class OutputClaim:
         self.finished = True
 
     def release(self) -> None:
-        """Drop the lock; a run that failed before writing anything into a new folder also drops its record (and the
-        folder), so the folder is not left claimed by a run that never produced anything."""
+        """Drop the lock. A run that did not finish and wrote no file (folders it made but left empty do not count)
+        leaves the folder as it found it: the empty folders it made are removed, the previous run's record is put
+        back, or (no previous record) its own record is removed with the folder itself when the claim created it. So
+        a run that failed before writing does not leave a claim that refuses the corrected re-run."""
         if self._lock is not None:
             self._lock.unlink(missing_ok=True)
             self._lock = None
-        if self.finished or not self.folder.is_dir():
+        if self.finished or not self.folder.is_dir() or _snapshot(self.folder) != self.snapshot:
             return
-        if self.created and _visible(self.folder) == [RECORD_NAME]:
-            (self.folder / RECORD_NAME).unlink(missing_ok=True)
+        for folder in sorted(_subfolders(self.folder) - self.folders, key=lambda p: len(p.parts), reverse=True):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass   # not empty after all (hidden files): it stays
+        if self.previous is not None:
+            if read_record(self.folder) != self.previous:   # a refused claim never wrote one: nothing to put back
+                atomic_write_text(self.folder / RECORD_NAME, json.dumps(self.previous, indent=2) + "\n")
+            return
+        (self.folder / RECORD_NAME).unlink(missing_ok=True)
+        if not self.existed:
             try:
                 self.folder.rmdir()
             except OSError:
                 pass   # hidden files of someone else's: the folder stays
-        elif self.previous is not None and _snapshot(self.folder) == self.snapshot:
-            # the run wrote nothing (e.g. it refused its resume checkpoint): the folder is still the previous run's
-            atomic_write_text(self.folder / RECORD_NAME, json.dumps(self.previous, indent=2) + "\n")
 
     def __enter__(self) -> "OutputClaim":
         return self
@@ -230,7 +243,24 @@ def _resolved(path: str | os.PathLike) -> Path:
     return Path(path).expanduser().resolve()
 
 
-def _check_inputs(folder: Path, inputs: Iterable[tuple[str, Any]]) -> None:
+def check_inputs(output_dir: str | os.PathLike, inputs: Iterable[tuple[str, Any]], holding: bool = True) -> None:
+    """Refuse an output folder that is, or (with `holding`) holds, one of `inputs` ((flag, path) pairs;
+    comma-separated paths, Hub ids and paths that do not exist are fine): for commands that write into a folder they
+    do not claim."""
+    _check_inputs(_resolved(output_dir), inputs, holding)
+
+
+def refuse_other_commands(folder: str | os.PathLike, allowed: Iterable[str], what: str, flag: str = "--output_dir"
+                          ) -> None:
+    """Refuse a folder whose run record names a command not in `allowed` (e.g. `effective-size` pointed at a prune
+    run's folder, whose checkpoints are mask checkpoints, not a fine-tuning run's)."""
+    record = read_record(folder)
+    if record is not None and record.get("kind") not in set(allowed):
+        raise OutputFolderError(f"{flag} {folder} holds the output of another command ({record.get('kind')!r}), not "
+                                f"{what}; choose {what}.")
+
+
+def _check_inputs(folder: Path, inputs: Iterable[tuple[str, Any]], holding: bool = True) -> None:
     for flag, value in inputs:
         if not value:
             continue
@@ -239,19 +269,40 @@ def _check_inputs(folder: Path, inputs: Iterable[tuple[str, Any]]) -> None:
             if not part.strip() or not path.exists():
                 continue   # a Hub id, or nothing to protect
             source = path.resolve()
-            if source == folder or folder in source.parents:
+            if source == folder or (holding and folder in source.parents):
                 where = "is" if source == folder else "holds"
                 raise OutputFolderError(
                     f"The output folder {folder} {where} this command's input {flag} {value}; writing there could "
                     "replace or mix with it. Choose another output folder.")
 
 
-def _snapshot(folder: Path) -> dict[str, int]:
-    """Modification times of the folder's visible entries but the record: whether a run wrote anything."""
+def _walk(folder: Path) -> Iterable[tuple[Path, list[str]]]:
+    """(folder, its visible files) for `folder` and every visible folder below it; hidden names (the lock, temp files
+    of atomic writes) and symbolic links to folders are skipped."""
     if not folder.is_dir():
-        return {}
-    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if not p.name.startswith(".")
-            and p.name != RECORD_NAME}
+        return
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [name for name in dirs if not name.startswith(".")]
+        yield Path(root), [name for name in files if not name.startswith(".")]
+
+
+def _snapshot(folder: Path) -> dict[str, int]:
+    """Modification times of every visible file under the folder but the record: whether a run wrote anything.
+    Empty folders are not files: making one is not writing."""
+    snapshot = {}
+    for root, files in _walk(folder):
+        for name in files:
+            path = root / name
+            if path != folder / RECORD_NAME:
+                try:
+                    snapshot[str(path.relative_to(folder))] = path.stat().st_mtime_ns
+                except OSError:
+                    pass   # a dangling link, or removed meanwhile
+    return snapshot
+
+
+def _subfolders(folder: Path) -> set[Path]:
+    return {root for root, _ in _walk(folder)} - {folder}
 
 
 def _visible(folder: Path) -> list[str]:
@@ -274,13 +325,13 @@ def claim_output_dir(output_dir: str | os.PathLike, kind: str, settings: Mapping
     _check_inputs(folder, inputs)
     if folder.exists() and not folder.is_dir():
         raise OutputFolderError(f"{flag} {output_dir} is a file, not a folder; choose a folder.")
-    created = not folder.exists() or set(_visible(folder)) <= {RECORD_NAME}
+    existed = folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise _not_writable(folder, err) from err
     lock = _acquire(folder, kind)
-    claim = OutputClaim(folder, kind, dict(settings), lock, created)
+    claim = OutputClaim(folder, kind, dict(settings), lock, existed)
     try:
         problem = _ownership_problem(folder, kind, dict(settings), legacy_settings, own_files)
         if problem and not overwrite:
@@ -301,8 +352,8 @@ def _ownership_problem(folder: Path, kind: str, settings: dict[str, Any],
                        own_files: Callable[[Path], bool] | None) -> str | None:
     """Why this run may not write into `folder` without being asked (None: it may)."""
     record = read_record(folder)
-    if record is not None and not record.get("finished") and set(_visible(folder)) <= {RECORD_NAME}:
-        record = None   # a run that failed before writing anything: nothing here to lose
+    if record is not None and not record.get("finished") and not _snapshot(folder):
+        record = None   # a run that was killed before writing any file: nothing here to lose
     if record is not None:
         if record.get("kind") != kind:
             return f"holds the output of another command ({record.get('kind')!r}, not {kind!r})"
@@ -311,8 +362,8 @@ def _ownership_problem(folder: Path, kind: str, settings: dict[str, Any],
             return "holds another run's output (settings differ: " + "; ".join(differences) + ")"
         return None
     files = [name for name in _visible(folder) if name != RECORD_NAME]
-    if not files:
-        return None
+    if not _snapshot(folder):
+        return None   # empty, or only empty folders: nothing to mix with or to lose
     if legacy_settings is not None:
         old = legacy_settings(folder)
         if old is not None:
@@ -346,13 +397,20 @@ class FolderLock:
     `effective-size` writing its results into a fine-tuning run's folder, which checks its own settings)."""
 
     def __init__(self, output_dir: str | os.PathLike, kind: str, flag: str = "--output_dir") -> None:
-        folder = check_writable(output_dir, flag)
-        self._lock: Path | None = _acquire(folder, kind)
+        self._existed = _resolved(output_dir).exists()
+        self.folder = check_writable(output_dir, flag)
+        self._lock: Path | None = _acquire(self.folder, kind)
 
     def release(self) -> None:
+        """Drop the lock; a folder the lock created and nothing was written into is removed again."""
         if self._lock is not None:
             self._lock.unlink(missing_ok=True)
             self._lock = None
+            if not self._existed:
+                try:
+                    self.folder.rmdir()
+                except OSError:
+                    pass   # something was written: it stays
 
     def __enter__(self) -> "FolderLock":
         return self

@@ -73,7 +73,8 @@ def _load_model(manifest: Mapping[str, Any], path: str | None) -> Any:
     if not path:
         raise _Unavailable("manifest.json names no model; pass model= (or --model)")
     settings = {**(manifest.get("pruning_config") or {}), "num_layers": None, "head_dim": None, "hidden_size": None,
-                "base_model_name_or_path": None, "base_model_revision": None, "base_model_class": None}
+                "base_model_name_or_path": None, "base_model_revision": None, "base_model_class": None,
+                "base_model_gguf_file": None}
     return PrunableModel.from_pretrained(path, PruningConfig.from_dict(settings), attn_implementation="eager")
 
 

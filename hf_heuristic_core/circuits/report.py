@@ -34,16 +34,18 @@ RANDOM_GROUP = "random ranking"
 def curves_document(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str, Any]],
                     groups: Mapping[str, str] | None = None, *, ablation: str | None = None,
                     random_seeds: Sequence[int] = (0, 1, 2), sizes: Sequence[float] = MIB_CURVE_SIZES,
-                    batch_size: int = 16, collate_fn: Any = None, description: Mapping[str, Any] | None = None
-                    ) -> dict[str, Any]:
-    """Curves of `rankings` (name -> scores by kind) and of random rankings, with each curve's group."""
+                    batch_size: int = 16, collate_fn: Any = None, description: Mapping[str, Any] | None = None,
+                    absolute: bool = False) -> dict[str, Any]:
+    """Curves of `rankings` (name -> scores by kind) and of random rankings, with each curve's group; `absolute`
+    ranks by |score| (MIB's --absolute)."""
     groups = dict(groups or {name: name for name in rankings})
     everything = dict(rankings)
     for seed in random_seeds:
         name = f"random-seed{seed}"
         everything[name] = random_scores(prunable.mask_shapes(), seed)
         groups[name] = RANDOM_GROUP
-    curves = faithfulness_curves(prunable, data, everything, CurveSettings(ablation=ablation, sizes=sizes),
+    curves = faithfulness_curves(prunable, data, everything, CurveSettings(ablation=ablation, sizes=sizes,
+                                                                           absolute=absolute),
                                  batch_size=batch_size, collate_fn=collate_fn)
     first = next(iter(curves.values()))
     return {"metric": first.metric, "ablation": first.ablation, "sizes": list(first.sizes), "m_full": first.m_full,

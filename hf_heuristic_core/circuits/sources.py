@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..errors import PruningError
+from ..errors import MaskShapeError, PruningError
 from .mib import MibFormatError, read_mib_circuit
 from ..artifacts import read_artifact
 
@@ -44,8 +44,9 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
             if kind not in scores:
                 scores[kind] = torch.full(tuple(shape), float("nan"))
             elif tuple(scores[kind].shape) != tuple(shape):
-                raise PruningError(f"{source}: {kind} scores have shape {tuple(scores[kind].shape)}, but this model's "
-                                   f"{kind} are {list(shape)}; the ranking was made for another model.")
+                axes = {"heads": " (layers x heads)", "mlps": " (layers)"}.get(kind, "")
+                raise MaskShapeError(f"{source}: {kind} scores have shape {tuple(scores[kind].shape)}{axes}, but this "
+                                     f"model's {kind} are {tuple(shape)}; the ranking was made for another model.")
         extra = sorted(set(scores) - set(shapes))
         if extra:
             raise PruningError(f"{source} scores unit kind(s) {extra} this model does not have ({sorted(shapes)}).")

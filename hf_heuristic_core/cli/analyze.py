@@ -123,9 +123,10 @@ def analyze_command(argv: Sequence[str]) -> int:
                          "runs/) wrote.")
     subtasks = parse_subtasks_flag(args.subtasks)
     out = Path(args.output_dir) if args.output_dir else Path(args.runs_dir) / "report"
+    inputs = [("RUNS_DIR", args.runs_dir), ("--model", args.model)]
+    inputs += [("--subtasks", str(Path(args.runs_dir) / folder)) for folder in (subtasks or {}).values()]
     with claim_output_dir(out, "analyze", {"runs_dir": str(Path(args.runs_dir).resolve())},
-                          overwrite=args.overwrite_output_dir, inputs=[("RUNS_DIR", args.runs_dir)],
-                          legacy_settings=_report_of) as claim:
+                          overwrite=args.overwrite_output_dir, inputs=inputs, legacy_settings=_report_of) as claim:
         report = analyze(args.runs_dir, analyze_settings(args, out, subtasks))
         claim.finish()
     what = f"{len(report['results'])} subnetworks" if report["results"] else "subtask masks only"

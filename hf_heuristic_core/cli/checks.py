@@ -31,6 +31,10 @@ def check_model_source(source: str, gguf_file: str | None = None, flag: str = "-
                                  f"{sorted(p.name for p in path.glob('*.gguf')) or 'no .gguf files'}.")
             return
         if not any((path / name).is_file() for name in MODEL_FILES):
+            ggufs = sorted(p.name for p in path.glob("*.gguf"))
+            if ggufs:
+                raise UsageError(f"{flag} {source} holds GGUF file(s) {ggufs} and no config.json; name the file to "
+                                 f"read: --gguf_file {ggufs[0]}.")
             raise UsageError(f"{flag} {source} has no config.json, so it is not a saved model; pass the folder "
                              "that save_pretrained wrote (or a Hub id like 'namespace/name').")
         return

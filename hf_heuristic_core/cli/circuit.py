@@ -6,7 +6,8 @@
         --output_dir curves
     hf-heuristic-core circuit faithfulness --model M --dataset nli --runs_dir runs   # every run; analyze shows it
 
-`--help` is drawn from the dataclass below without importing torch.
+Each action claims its output folder before it loads anything (`run_folder`: inputs are never outputs, one writer
+at a time, another run's folder refused). `--help` is drawn from the dataclass below without importing torch.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .help import render_help, wants_help
-from ..config import PruningConfig
+from ..config import CONFIG_NAME, PruningConfig
 from ..io_utils import atomic_write_text
 from .checks import check_model_source
 
@@ -31,6 +32,18 @@ ACTIONS = {
 DESCRIPTION = ("Circuits in MIB's circuit-localization format: export, attribution baseline, faithfulness curves.\n"
                + "\n".join(f"  {name:<13} {text}" for name, text in ACTIONS.items()))
 PROG = "hf-heuristic-core circuit {export,attribute,faithfulness}"
+TASKS = ("auto", "causal_lm", "sequence_classification")
+GENERATED = ("ioi", "nli")
+# What decides each action's output (compared when a folder is written again); paths are compared absolute.
+IDENTITY = {
+    "export": ("scores", "model", "gguf_file", "sizes", "edges", "absolute"),
+    "attribute": ("model", "gguf_file", "task", "dataset", "dataset_config", "split", "text_columns", "num_examples",
+                  "max_length", "seed", "ablation", "method", "ig_steps", "edges", "absolute"),
+    "faithfulness": ("model", "gguf_file", "task", "dataset", "dataset_config", "split", "text_columns",
+                     "num_examples", "max_length", "seed", "ablation", "scores", "runs_dir", "random_seeds",
+                     "absolute"),
+}
+PATH_FLAGS = ("scores", "model", "dataset", "runs_dir")
 
 
 @dataclass
@@ -43,8 +56,14 @@ class CircuitArguments:
         "help": "Rankings, comma-separated: mask artifact folders (ranked by their logits) or MIB importance .json "
                 "files. export takes one."})
     model: str | None = field(default=None, metadata={
-        "help": "Hub id or folder of the model (attribute, faithfulness; export reads the model's config only)."})
-    gguf_file: str | None = field(default=None, metadata={"help": "GGUF file inside --model, if any."})
+        "help": "Hub id or folder of the model (attribute, faithfulness). export reads its config only, and refuses "
+                "scores of another shape (layers x heads); without it, export takes the shape from --scores."})
+    gguf_file: str | None = field(default=None, metadata={
+        "help": "GGUF file inside --model, if any (export: default the one a --scores artifact records)."})
+    task: str = field(default="auto", metadata={
+        "help": "attribute, faithfulness: causal_lm or sequence_classification. auto: the head config.architectures "
+                "names; a GGUF decoder (Llama, Qwen2, ...) is a causal LM; else the model class a --scores artifact "
+                "records; else refused."})
     dataset: str | None = field(default=None, metadata={
         "help": "ioi (generated IOI prompts, causal LMs), nli (generated HANS-style NLI, classifiers), or a Hub id / "
                 "local files (classifier: text + label columns; LM: text, answer, foil columns)."})
@@ -72,6 +91,9 @@ class CircuitArguments:
         "help": "faithfulness: seeds of random rankings drawn as the chance baseline ('' for none)."})
     batch_size: int = field(default=16, metadata={"help": "Batch size."})
     device: str | None = field(default=None, metadata={"help": "Device, e.g. cuda (default: cpu)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write into an --output_dir that holds another run's or other files (nothing is deleted; files of "
+                "the same name are replaced). An --output_dir that is or holds an input is refused even so."})
 
 
 def circuit_help() -> str:
@@ -93,6 +115,9 @@ def parse_circuit_args(argv: Sequence[str]) -> CircuitArguments:
         raise UsageError(f"--ablation {args.ablation!r} is not one of mean, zero, resample.")
     if args.edges not in ("all", "none"):
         raise UsageError(f"--edges {args.edges!r} is not one of all, none.")
+    if args.task not in TASKS:
+        raise UsageError(f"--task {args.task!r} is not one of {', '.join(TASKS)} (circuits score a causal LM's next "
+                         "token or a classifier's label).")
     if args.num_examples < 2 or args.batch_size < 1 or args.ig_steps < 1:
         raise UsageError("--num_examples must be >= 2, --batch_size and --ig_steps >= 1.")
     return args
@@ -108,6 +133,49 @@ def circuit_command(argv: Sequence[str]) -> int:
     for line in summary.get("lines", []):
         print(line)
     return 0
+
+
+# ------------------------------------------------------------------ the output folder
+def _claim(args: CircuitArguments, output_dir: str | Path) -> Any:
+    """Claim the action's output folder (`run_folder.claim_output_dir`) before anything is loaded."""
+    from ..run_folder import claim_output_dir, local_paths  # lazy: `--help` does not load it
+    settings = {name: getattr(args, name) for name in IDENTITY[args.action]}
+    settings.update({name: local_paths(settings[name]) for name in PATH_FLAGS if name in settings})
+    return claim_output_dir(output_dir, f"circuit {args.action}", settings, overwrite=args.overwrite_output_dir,
+                            inputs=circuit_inputs(args), own_files=lambda folder: _only_own_files(folder, args))
+
+
+def circuit_inputs(args: CircuitArguments) -> list[tuple[str, Any]]:
+    """Everything the action reads: each --scores source, --model, a local --dataset, --runs_dir and its runs."""
+    pairs: list[tuple[str, Any]] = [("--scores", source) for source in _sources(args.scores)]
+    pairs += [("--model", args.model), ("--runs_dir", args.runs_dir)]
+    if args.dataset not in GENERATED:
+        pairs.append(("--dataset", args.dataset))
+    if args.runs_dir and Path(args.runs_dir).is_dir():
+        pairs += [("--runs_dir", str(config.parent)) for config in sorted(Path(args.runs_dir).glob(
+            f"*/{CONFIG_NAME}"))]
+    return pairs
+
+
+def _only_own_files(folder: Path, args: CircuitArguments) -> bool:
+    """A folder written before run records, holding only files this action writes (so that all of them are
+    replaced, none left from another ranking beside the new ones)."""
+    from ..circuits.export import IMPORTANCES_NAME, circuit_file_name  # lazy: `--help` does not load it
+    from ..circuits.ranking import MIB_SUBMISSION_SIZES  # lazy: `--help` does not load it
+    from ..circuits.report import CURVES_NAME, FIGURE_STEM  # lazy: `--help` does not load it
+    from ..run_folder import RECORD_NAME  # lazy: `--help` does not load it
+    if args.action == "faithfulness":
+        own = {CURVES_NAME, f"{FIGURE_STEM}.png", f"{FIGURE_STEM}.pdf"}
+    else:
+        sizes = _sizes(args.sizes) if args.action == "export" else MIB_SUBMISSION_SIZES
+        own = {IMPORTANCES_NAME, *(circuit_file_name(size) for size in sizes)}
+        own |= {"attribution.json"} if args.action == "attribute" else set()
+    entries = [entry for entry in folder.iterdir() if not entry.name.startswith(".")]
+    return all(entry.is_file() and entry.name in own | {RECORD_NAME} for entry in entries)
+
+
+def _sources(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
 # ------------------------------------------------------------------ helpers
@@ -133,27 +201,75 @@ def _sizes(text: str) -> tuple[float, ...]:
     return sizes
 
 
-def _load(args: CircuitArguments) -> tuple[Any, Any, bool]:
-    """The wrapped model (masks disabled until a circuit is applied), its tokenizer, and whether it is a causal LM."""
+def _model_config(model: str, gguf_file: str | None) -> Any:
+    """The model's config (a GGUF file is parsed once for it), after checking that --model names a model."""
+    import transformers
+    check_model_source(model, gguf_file)
+    return transformers.AutoConfig.from_pretrained(model, **({"gguf_file": gguf_file} if gguf_file else {}))
+
+
+def resolve_circuit_task(args: CircuitArguments, config: Any) -> bool:
+    """Whether the model is a causal LM: `--task`, else the head `config.architectures` names or a GGUF decoder's
+    architecture (`prune`'s rule), else the model class a --scores artifact records; refused when none tells."""
+    from .prune import resolve_task  # lazy: `--help` does not load it
+    try:
+        task = resolve_task(args, config)
+    except UsageError:
+        task = _task_of_artifacts(args)
+        if task is None:
+            names = getattr(config, "architectures", None)
+            raise UsageError(f"--task auto cannot tell whether --model {args.model} is a causal LM or a sequence "
+                             f"classifier (config.architectures {names}, model_type "
+                             f"{getattr(config, 'model_type', None)!r}); pass --task causal_lm or --task "
+                             "sequence_classification.") from None
+    if task not in ("causal_lm", "sequence_classification"):
+        raise UsageError(f"--model {args.model} is a {task} model; circuits score a causal LM's next token or a "
+                         "sequence classifier's label. Pass --task causal_lm or sequence_classification to load it as "
+                         "one of those.")
+    return task == "causal_lm"
+
+
+def _task_of_artifacts(args: CircuitArguments) -> str | None:
+    """The task of the model class a --scores mask artifact was made on (`base_model_class`), if any says."""
+    for source in _sources(args.scores):
+        try:
+            saved = PruningConfig.from_pretrained(source).base_model_class or ""
+        except (OSError, ValueError, TypeError):
+            continue
+        if saved.endswith(("ForCausalLM", "LMHeadModel")):
+            return "causal_lm"
+        if saved.endswith("ForSequenceClassification"):
+            return "sequence_classification"
+    return None
+
+
+def config_shapes(config: Any) -> dict[str, tuple[int, ...]] | None:
+    """The unit mask shapes a config implies (layers x query heads, layers), None when it does not say."""
+    from .export_checks import model_facts  # lazy: `--help` does not load it
+    facts = model_facts(config)
+    layers, heads = facts["num_layers"], facts["num_heads"]
+    if not (isinstance(layers, int) and isinstance(heads, int)):
+        return None
+    return {"heads": (layers, heads), "mlps": (layers,)}
+
+
+def _load_model(args: CircuitArguments, config: Any, causal: bool) -> tuple[Any, Any]:
+    """The wrapped model (masks disabled until a circuit is applied) and its tokenizer."""
     import transformers
 
     from ..model import PrunableModel  # lazy: `--help` does not load it
-    check_model_source(args.model, args.gguf_file)
     kwargs = {"gguf_file": args.gguf_file} if args.gguf_file else {}
-    config = transformers.AutoConfig.from_pretrained(args.model, **kwargs)
-    names = " ".join(getattr(config, "architectures", None) or [])
-    causal = "ForCausalLM" in names or "LMHeadModel" in names
     model_class = transformers.AutoModelForCausalLM if causal else transformers.AutoModelForSequenceClassification
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.model, **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     prunable = PrunableModel.from_pretrained(args.model, PruningConfig(ablation=args.ablation),
-                                             model_class=model_class, **kwargs)
+                                             model_class=model_class, config=config, **kwargs)
     if getattr(prunable.config, "pad_token_id", None) is None:
         prunable.config.pad_token_id = tokenizer.pad_token_id
     if args.device:
         prunable.to(args.device)
-    return prunable.eval(), tokenizer, causal
+    return prunable.eval(), tokenizer
 
 
 def _data(args: CircuitArguments, prunable: Any, tokenizer: Any, causal: bool) -> tuple[Any, Any]:
@@ -171,16 +287,29 @@ def _data(args: CircuitArguments, prunable: Any, tokenizer: Any, causal: bool) -
     return data, collator
 
 
+def load_scores(args: CircuitArguments, source: str | Path, shapes: dict[str, tuple[int, ...]] | None) -> Any:
+    """A ranking's scores, checked against the model's unit shapes; a mismatch names both shapes and the flags."""
+    from ..circuits.sources import load_unit_scores  # lazy: `--help` does not load it
+    from ..errors import MaskShapeError  # lazy: `--help` does not load it
+    try:
+        return load_unit_scores(source, shapes)
+    except MaskShapeError as err:
+        raise UsageError(f"--scores {source} do not fit --model {args.model}: {err} Pass the scores made for this "
+                         "model, or the model they were made for.") from None
+
+
 # ------------------------------------------------------------------ actions
 def run_export(args: CircuitArguments) -> dict[str, Any]:
     from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
-    from ..circuits.sources import load_unit_scores  # lazy: `--help` does not load it
     _require(args, "scores", "output_dir")
     if "," in args.scores:
         raise UsageError("circuit export writes one ranking; pass one --scores source.")
-    cfg = _export_config(args)
-    scores = load_unit_scores(args.scores, {"heads": (cfg.n_layers, cfg.n_heads), "mlps": (cfg.n_layers,)})
-    written = export_mib_circuits(args.output_dir, cfg, scores, _sizes(args.sizes), args.absolute, args.edges)
+    sizes = _sizes(args.sizes)
+    with _claim(args, args.output_dir) as claim:
+        cfg = _export_config(args)
+        scores = load_scores(args, args.scores, {"heads": (cfg.n_layers, cfg.n_heads), "mlps": (cfg.n_layers,)})
+        written = export_mib_circuits(args.output_dir, cfg, scores, sizes, args.absolute, args.edges)
+        claim.finish()
     lines = [f"MIB importance file: {written['importances']} ({written['n_scored']} scored units)"]
     lines += [f"  circuit {fraction:.1%}: {entry['units']} units -> {Path(entry['path']).name}"
               for fraction, entry in written["circuits"].items()]
@@ -188,28 +317,62 @@ def run_export(args: CircuitArguments) -> dict[str, Any]:
 
 
 def _export_config(args: CircuitArguments) -> Any:
-    """MIB's cfg from the model's config (`--model`), else from the artifact or MIB file given as --scores."""
+    """MIB's cfg: the shape of the scores (a MIB .json file's cfg, or the artifact's layers x heads), checked against
+    `--model` when given (which then also says whether attention and MLP run in parallel); without `--model`, an
+    artifact's base model config is read for that when it can be."""
     # lazy: `--help` does not load it
     from ..circuits.mib import MibConfig, parallel_attn_mlp, read_mib_circuit
     source = Path(args.scores)
+    model, gguf_file, model_type = args.model, args.gguf_file, None
     if source.suffix == ".json" and source.is_file():
-        return read_mib_circuit(source).cfg
-    from ..artifacts import read_artifact  # lazy: `--help` does not load it
-    config = read_artifact(source).config
-    if not (config.num_layers and config.num_heads):
-        raise UsageError(f"{source}: the artifact does not record num_layers / num_heads; re-save it with a current "
-                         "version, or export from a MIB .json file.")
-    hf_config = None
-    model = args.model or config.base_model_name_or_path
-    if model:
-        try:
+        cfg = read_mib_circuit(source).cfg
+    else:
+        from ..artifacts import read_artifact, recorded_gguf_file  # lazy: `--help` does not load it
+        config = read_artifact(source).config
+        if not (config.num_layers and config.num_heads):
+            raise UsageError(f"{source}: the artifact does not record num_layers / num_heads; re-save it with a "
+                             "current version, or export from a MIB .json file.")
+        cfg = MibConfig(int(config.num_layers), int(config.num_heads), int(config.hidden_size or 0),
+                        parallel_attn_mlp(config.model_type, None))
+        model_type = config.model_type
+        if not model:
+            model = config.base_model_name_or_path
+        gguf_file = gguf_file or recorded_gguf_file(source, model)
+    if args.model:
+        hf_config = _model_config(args.model, gguf_file)
+        _check_shape_fits(args, cfg, hf_config, model_type)
+    elif model and model_type:
+        try:   # the artifact's base model, for its residual layout; the model type's default when unreadable
             import transformers
-            kwargs = {"gguf_file": args.gguf_file} if args.gguf_file else {}
-            hf_config = transformers.AutoConfig.from_pretrained(model, **kwargs)
+            hf_config = transformers.AutoConfig.from_pretrained(model, **({"gguf_file": gguf_file} if gguf_file
+                                                                          else {}))
         except (OSError, ValueError):
-            hf_config = None   # the model type's default residual layout is used
-    return MibConfig(int(config.num_layers), int(config.num_heads), int(config.hidden_size or 0),
-                     parallel_attn_mlp(config.model_type, hf_config))
+            hf_config = None
+    else:
+        return cfg   # a MIB file on its own: its cfg as written
+    model_type = getattr(hf_config, "model_type", None) or model_type
+    hidden = cfg.d_model or int(getattr(hf_config, "hidden_size", 0) or 0)
+    return MibConfig(cfg.n_layers, cfg.n_heads, hidden, parallel_attn_mlp(model_type, hf_config))
+
+
+def _check_shape_fits(args: CircuitArguments, cfg: Any, hf_config: Any, model_type: str | None = None) -> None:
+    """Refuse scores of another shape than --model's units (or, from an artifact, made on another model type), naming
+    both: they were made for another model."""
+    from .export_checks import model_facts  # lazy: `--help` does not load it
+    facts = model_facts(hf_config)
+    layers, heads, hidden = facts["num_layers"], facts["num_heads"], facts["hidden_size"]
+    if model_type and facts["model_type"] and model_type != facts["model_type"]:
+        raise UsageError(f"--scores {args.scores} were made on a {model_type!r} model, but --model {args.model} is "
+                         f"{facts['model_type']!r}: pass the model the scores were made for as --model, or leave "
+                         "--model out to use the artifact's base model.")
+    differ = (layers is not None and layers != cfg.n_layers) or (heads is not None and heads != cfg.n_heads) or \
+        (bool(hidden) and bool(cfg.d_model) and hidden != cfg.d_model)
+    if differ:
+        width = f", d_model {cfg.d_model}" if cfg.d_model else ""
+        raise UsageError(f"--scores {args.scores} rank units of {cfg.n_layers} layers x {cfg.n_heads} heads{width}, "
+                         f"but --model {args.model} has {layers} layers x {heads} heads, d_model {hidden}: the scores "
+                         "were made for another model. Pass the model they were made for as --model, or leave "
+                         "--model out to take the shape from the scores.")
 
 
 def run_attribute(args: CircuitArguments) -> dict[str, Any]:
@@ -218,14 +381,20 @@ def run_attribute(args: CircuitArguments) -> dict[str, Any]:
     from ..circuits.mib import mib_config  # lazy: `--help` does not load it
     from ..circuits.ranking import MIB_SUBMISSION_SIZES  # lazy: `--help` does not load it
     _require(args, "model", "dataset", "output_dir")
-    prunable, tokenizer, causal = _load(args)
-    data, collator = _data(args, prunable, tokenizer, causal)
-    result = attribution_scores(prunable, data, method=args.method, steps=args.ig_steps, ablation=args.ablation,
-                                batch_size=args.batch_size, collate_fn=collator)
-    written = export_mib_circuits(args.output_dir, mib_config(prunable), result.scores, MIB_SUBMISSION_SIZES,
-                                  args.absolute, args.edges)
-    info = {**result.describe(), "model": args.model, "dataset": args.dataset, "num_examples": args.num_examples}
-    atomic_write_text(Path(args.output_dir) / "attribution.json", json.dumps(info, indent=2) + "\n")
+    with _claim(args, args.output_dir) as claim:
+        config = _model_config(args.model, args.gguf_file)
+        causal = resolve_circuit_task(args, config)
+        prunable, tokenizer = _load_model(args, config, causal)
+        data, collator = _data(args, prunable, tokenizer, causal)
+        result = attribution_scores(prunable, data, method=args.method, steps=args.ig_steps, ablation=args.ablation,
+                                    batch_size=args.batch_size, collate_fn=collator)
+        written = export_mib_circuits(args.output_dir, mib_config(prunable), result.scores, MIB_SUBMISSION_SIZES,
+                                      args.absolute, args.edges)
+        info = {**result.describe(), "model": args.model, "gguf_file": args.gguf_file,
+                "task": "causal_lm" if causal else "sequence_classification", "dataset": args.dataset,
+                "num_examples": args.num_examples}
+        atomic_write_text(Path(args.output_dir) / "attribution.json", json.dumps(info, indent=2) + "\n")
+        claim.finish()
     lines = [f"{args.method} scores of {written['n_scored']} units ({result.examples} examples, "
              f"{result.forward_backward_passes} forward+backward passes, {result.seconds:.1f} s)",
              f"MIB importance file: {written['importances']} (+ {len(written['circuits'])} binary circuits)"]
@@ -241,16 +410,25 @@ def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
                          "folder).")
     if not (args.output_dir or args.runs_dir):
         raise UsageError("circuit faithfulness needs --output_dir (or --runs_dir, whose circuits/ folder is used).")
-    prunable, tokenizer, causal = _load(args)
-    data, collator = _data(args, prunable, tokenizer, causal)
-    seeds = [int(s) for s in args.random_seeds.split(",") if s.strip()]
-    rankings, groups = _rankings(args, prunable)
-    document = curves_document(prunable, data, rankings, groups, ablation=args.ablation, random_seeds=seeds,
-                               batch_size=args.batch_size, collate_fn=collator,
-                               description={"model": args.model, "dataset": args.dataset,
-                                            "num_examples": args.num_examples, "seed": args.seed})
+    try:
+        seeds = [int(s) for s in args.random_seeds.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--random_seeds {args.random_seeds!r}: give integers, e.g. 0,1,2 ('' for none).") from None
     out = Path(args.output_dir) if args.output_dir else Path(args.runs_dir) / "circuits"
-    figure = write_curves(out, document)
+    with _claim(args, out) as claim:
+        config = _model_config(args.model, args.gguf_file)
+        causal = resolve_circuit_task(args, config)
+        rankings, groups = _rankings(args, config_shapes(config))   # checked before the model loads
+        prunable, tokenizer = _load_model(args, config, causal)
+        data, collator = _data(args, prunable, tokenizer, causal)
+        document = curves_document(prunable, data, rankings, groups, ablation=args.ablation, random_seeds=seeds,
+                                   batch_size=args.batch_size, collate_fn=collator, absolute=args.absolute,
+                                   description={"model": args.model, "gguf_file": args.gguf_file,
+                                                "task": "causal_lm" if causal else "sequence_classification",
+                                                "dataset": args.dataset, "num_examples": args.num_examples,
+                                                "seed": args.seed})
+        figure = write_curves(out, document)
+        claim.finish()
     lines = [f"faithfulness curves: {out / CURVES_NAME} (figure {figure})",
              f"m(full) = {document['m_full']:.4g}, m(empty) = {document['m_empty']:.4g} ({args.ablation} ablation, "
              f"{document['examples']} examples)"]
@@ -259,14 +437,14 @@ def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
     return {**document, "lines": lines}
 
 
-def _rankings(args: CircuitArguments, prunable: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    from ..circuits.sources import load_unit_scores  # lazy: `--help` does not load it
+def _rankings(args: CircuitArguments, shapes: dict[str, tuple[int, ...]] | None
+              ) -> tuple[dict[str, Any], dict[str, str]]:
     rankings: dict[str, Any] = {}
     groups: dict[str, str] = {}
-    for source in [s.strip() for s in (args.scores or "").split(",") if s.strip()]:
+    for source in _sources(args.scores):
         name = Path(source).name if Path(source).is_dir() else Path(source).stem
         name = name if name not in rankings else source
-        rankings[name] = load_unit_scores(source, prunable.mask_shapes())
+        rankings[name] = load_scores(args, source, shapes)
         groups[name] = name
     if args.runs_dir:
         from ..analysis.results import collect_results  # lazy: `--help` does not load it
@@ -274,6 +452,6 @@ def _rankings(args: CircuitArguments, prunable: Any) -> tuple[dict[str, Any], di
         if not results:
             raise UsageError(f"--runs_dir {args.runs_dir} holds no finished runs (sp*-seed*/result.json).")
         for row in results:
-            rankings[row["run"]] = load_unit_scores(Path(args.runs_dir) / row["run"], prunable.mask_shapes())
+            rankings[row["run"]] = load_scores(args, Path(args.runs_dir) / row["run"], shapes)
             groups[row["run"]] = f"learned masks, {row['sparsity']:.0%} sparsity"
     return rankings, groups

@@ -93,17 +93,36 @@ def effective_size_command(argv: Sequence[str]) -> int:
                               description=DESCRIPTION,
                               usage="hf-heuristic-core effective-size RUN_DIR [flags] (see --help)")
     (arguments,) = parser.parse_args_into_dataclasses(args=argv)
-    from ..run_folder import FolderLock  # lazy: `--help` does not load it
+    # lazy: `--help` does not load it
+    from ..run_folder import FolderLock, check_inputs, refuse_other_commands
     results_folder = Path(arguments.results_file).parent if arguments.results_file else Path(arguments.output_dir)
     if not Path(arguments.output_dir).is_dir():
         from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
         raise EffectiveSizeError(f"{arguments.output_dir}: no such folder; pass the output_dir of a fine-tuning run "
                                  "that saved checkpoint-* folders.")
+    check_inputs(results_folder, data_inputs(arguments), holding=False)
+    refuse_other_commands(arguments.output_dir, FINE_TUNING_KINDS, "a fine-tuning run's folder", "OUTPUT_DIR")
+    refuse_other_commands(results_folder, FINE_TUNING_KINDS, "a fine-tuning run's folder or one of your own",
+                          "--results_file folder")
     with FolderLock(results_folder, "effective-size", "--results_file folder"):   # writable, one writer at a time
         results = run_effective_size(arguments)
     print(summary_table(results))
     print(f"results: {results.path}")
     return 0
+
+
+# Commands whose run record may mark the folder effective-size reads (a `prune` folder's checkpoint-* are mask
+# checkpoints, not a fine-tuning run's); a folder without a record (a Trainer's output_dir) is always accepted.
+FINE_TUNING_KINDS = ("finetune",)
+
+
+def data_inputs(arguments: EffectiveSizeArguments) -> list[tuple[str, str]]:
+    """The data the command reads: its results folder may not be one of them (a folder of per-split files would take
+    a results file for a data file). Data kept inside the fine-tuning run's folder is fine: the command writes only
+    its results file and figure, so it does not refuse a folder that holds its inputs, as it holds its checkpoints."""
+    pairs = [("--train_data", arguments.train_data)]
+    pairs += [("--id_eval", item) for item in arguments.id_eval] + [("--ood_eval", item) for item in arguments.ood_eval]
+    return [(flag, value.split("=", 1)[-1]) for flag, value in pairs if value.split("=", 1)[-1] != GENERATED]
 
 
 def run_effective_size(arguments: EffectiveSizeArguments):

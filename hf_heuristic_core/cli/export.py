@@ -6,10 +6,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["DESCRIPTION", "ExportScriptArguments", "export_command", "run_export"]
+
+logger = logging.getLogger(__name__)
 
 DESCRIPTION = ("Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller plain Transformers model "
                "(pruned units removed, their means folded into biases).")
@@ -27,7 +30,9 @@ class ExportScriptArguments:
     ablation: str | None = field(default=None, metadata={
         "help": "mean or zero; default: the artifact's own ablation (mean needs the artifact's means)."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
-    gguf_file: str | None = field(default=None, metadata={"help": "GGUF file inside --model, if any."})
+    gguf_file: str | None = field(default=None, metadata={
+        "help": "GGUF file inside --model, if any (default: the one the --masks artifact records, when --model holds "
+                "it)."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Also upload the slim model to this Hub repo."})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Write into an --output_dir that holds other files (nothing is deleted; another model's files are "
@@ -40,9 +45,13 @@ class ExportScriptArguments:
 def run_export(script: ExportScriptArguments) -> dict:
     """Claim the output folder, check the masks, load, export and save; returns the parameter counts, whether plain
     transformers loads the folder, and where."""
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
+    from ..artifacts import recorded_gguf_file  # lazy: `--help` does not load it
     from ..run_folder import claim_output_dir, local_paths  # lazy: `--help` does not load it
+    if not script.gguf_file and recorded_gguf_file(script.masks, script.model):
+        script = replace(script, gguf_file=recorded_gguf_file(script.masks, script.model))
+        logger.info("--gguf_file not given: reading %s, the GGUF file the --masks artifact records.", script.gguf_file)
     settings = {k: v for k, v in asdict(script).items()
                 if k not in ("overwrite_output_dir", "push_to_hub", "output_dir", "allow_unfinished")}
     settings.update(model=local_paths(script.model), masks=local_paths(script.masks))
@@ -67,10 +76,13 @@ def _export(script: ExportScriptArguments) -> dict:
     from ..model import PrunableModel  # lazy: `--help` does not load it
     # lazy: `--help` does not load it
     from .export_checks import check_masks_fit_model, exported_granularity, loading_mismatch
+    from .checks import check_model_source  # lazy: `--help` does not load it
     artifact = read_artifact(script.masks)
     exported_granularity(artifact, script.masks)
     unfinished = check_finished(script.masks, script.allow_unfinished, artifact=artifact)
-    hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
+    gguf_file = script.gguf_file or _recorded_gguf(artifact, script.model)
+    check_model_source(script.model, gguf_file)   # a folder of GGUF files only: the error names --gguf_file
+    hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": gguf_file}.items() if v}
     config = transformers.AutoConfig.from_pretrained(script.model, **hf_kwargs)
     check_masks_fit_model(artifact, config, script.model, script.masks)
     saved_class = artifact.config.base_model_class
@@ -91,6 +103,13 @@ def _export(script: ExportScriptArguments) -> dict:
         push_slim_to_hub(slim, script.push_to_hub)
         summary["hub_repo"] = script.push_to_hub
     return summary
+
+
+def _recorded_gguf(artifact, model: str) -> str | None:
+    """The GGUF file a (downloaded) artifact records, when the --model folder holds it."""
+    from pathlib import Path
+    name = artifact.config.base_model_gguf_file
+    return name if name and (Path(model).expanduser() / name).is_file() else None
 
 
 def export_command(argv: Sequence[str]) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import ArtifactError, ExportError
 
-__all__ = ["check_masks_fit_model", "exported_granularity", "loading_mismatch"]
+__all__ = ["check_masks_fit_model", "exported_granularity", "loading_mismatch", "model_facts"]
 
 SLIM_GRANULARITIES = ("unit", "neuron")
 
@@ -23,7 +23,8 @@ def exported_granularity(artifact: Any, source: str) -> str:
     return granularity
 
 
-def _model_facts(config: Any) -> dict[str, Any]:
+def model_facts(config: Any) -> dict[str, Any]:
+    """Type, depth, query heads, width and head width of a Transformers config (its text part)."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = getattr(text, "num_attention_heads", None)
     hidden = getattr(text, "hidden_size", None)
@@ -42,7 +43,7 @@ def check_masks_fit_model(artifact: Any, config: Any, model: str, masks: str) ->
     saved = artifact.config
     wanted = {"model_type": saved.model_type, "num_layers": saved.num_layers, "num_heads": saved.num_heads,
               "hidden_size": saved.hidden_size, "head_dim": saved.head_dim}
-    have = _model_facts(config)
+    have = model_facts(config)
     differ = [f"{key} {wanted[key]!r} vs {have[key]!r}" for key in wanted
               if wanted[key] is not None and have[key] is not None and wanted[key] != have[key]]
     if differ:

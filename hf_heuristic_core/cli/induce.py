@@ -74,8 +74,7 @@ def induce_command(argv: Sequence[str]) -> int:
                 print(f"WARNING: unfinished masks (--allow_unfinished): {reason}")
     settings = {k: v for k, v in asdict(args).items() if k not in NOT_IDENTITY}
     with claim_output_dir(args.output_dir, "induce", settings, overwrite=args.overwrite_output_dir,
-                          inputs=[] if args.arithmetic else [("--source", args.source), ("--masks", args.masks)],
-                          legacy_settings=_legacy_experiment) as claim:
+                          inputs=induce_inputs(args), legacy_settings=_legacy_experiment) as claim:
         report = run_induction(args)
         claim.finish()
     for warning in report["warnings"]:
@@ -85,6 +84,18 @@ def induce_command(argv: Sequence[str]) -> int:
               f"({row['min']:.3f}-{row['max']:.3f}, {row['n']} seeds)")
     print(f"Report: {args.output_dir}/report.md (report.json, induction.png)")
     return 0
+
+
+def induce_inputs(args: InductionArguments) -> list[tuple[str, Any]]:
+    """What the run reads. With --arithmetic, a --source inside the output folder is the run's own product (trained
+    there when absent, reused on resume), not an input; anywhere else, and as the output folder itself, it is."""
+    from pathlib import Path
+    source = args.source
+    if args.arithmetic and source:
+        source_path, out = Path(source).expanduser().resolve(), Path(args.output_dir).expanduser().resolve()
+        if out in source_path.parents:
+            source = None
+    return [("--source", source), ("--masks", args.masks)]
 
 
 def _legacy_experiment(folder) -> dict[str, Any] | None:

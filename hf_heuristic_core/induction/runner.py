@@ -153,7 +153,6 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
     from .training import BestValidation, train_last_token  # at call time: tests patch this name on its module
 
     out = Path(args.output_dir)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
     if data is not None and args.arithmetic:
         raise UsageError("--arithmetic trains an a + ab source for the arithmetic target task; with your own data, "
                          "pass the source and masks instead.")
@@ -180,6 +179,7 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
                               "test_accuracy": best.test_at_best, "best_validation": best.best_validation,
                               "best_epoch": best.best_epoch, "validation_history": best.history, **info,
                               "seconds": time.time() - started, "settings": settings}
+                    path.parent.mkdir(parents=True, exist_ok=True)   # made with the first record, not before
                     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
                     logger.info("induction %s k=%d seed=%d: test %.3f (best validation %.3f at epoch %s)", arm, k,
                                 seed, record["test_accuracy"], record["best_validation"], record["best_epoch"])
@@ -213,6 +213,7 @@ def write_report(out: Path, records: list[dict[str, Any]], diagnostics: Mapping[
         logger.warning("induction report: %s", warning)
     report = {"summary": summary, "comparisons": comparisons, "diagnostics": dict(diagnostics),
               "warnings": warnings, "settings": asdict(args), "chance": chance}
+    out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.json", json.dumps(report, indent=2) + "\n")
     atomic_write_text(out / "report.md", induction_markdown(summary, comparisons, diagnostics, warnings,
                                                             asdict(args)))

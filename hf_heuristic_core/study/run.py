@@ -194,7 +194,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     the study; returns the paths and headline numbers."""
     from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
     inputs = [("--model", args.model if args.model != "minilm" else None), ("--train", args.train),
-              ("--id_eval", args.id_eval), ("--ood_eval", args.ood_eval)]
+              ("--id_eval", args.id_eval), ("--ood_eval", args.ood_eval), ("--config", args.config)]
     with claim_output_dir(args.output_dir, "study", study_identity(asdict(args)), overwrite=args.overwrite_output_dir,
                           inputs=inputs, legacy_settings=_legacy_study) as claim:
         summary = _run_study(args)

@@ -36,7 +36,7 @@ SETTING_FIELDS = ("seed", "data_seed", "target_sparsity", "start_sparsity", "spa
                   "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon")
 # PruningConfig fields that are facts about the model (compared through `model`) or bookkeeping, not settings.
 NOT_SETTINGS = ("extra", "mask_shapes", "num_layers", "head_dim", "hidden_size", "model_type",
-                "base_model_name_or_path", "base_model_revision", "base_model_class")
+                "base_model_name_or_path", "base_model_revision", "base_model_class", "base_model_gguf_file")
 SAMPLE_ROWS = 256
 
 
@@ -67,7 +67,8 @@ def run_fingerprint(args: Any, prunable: Any, dataset: Any) -> dict[str, Any]:
     return {
         "settings": {name: getattr(args, name, None) for name in SETTING_FIELDS},
         "model": {"base_model": _base_model(config.base_model_name_or_path), "revision": config.base_model_revision,
-                  "class": config.base_model_class, "model_type": config.model_type, "masks": mask_settings},
+                  "class": config.base_model_class, "gguf_file": config.base_model_gguf_file,
+                  "model_type": config.model_type, "masks": mask_settings},
         "data": _data_fingerprint(dataset),
     }
 

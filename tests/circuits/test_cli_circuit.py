@@ -94,7 +94,8 @@ def test_export_refuses_bad_sizes(tmp_path):
 def test_attribute_then_faithfulness_on_minilm(minilm_dir, tmp_path, capsys):
     scores_dir = tmp_path / "attr"
     common = ["--model", str(minilm_dir), "--dataset", "nli", "--num_examples", "16", "--batch_size", "8",
-              "--ablation", "zero", "--edges", "none"]
+              "--ablation", "zero", "--edges", "none",
+              "--task", "sequence_classification"]   # its config names no head (BertModel): auto refuses it
     assert main(["circuit", "attribute", *common, "--method", "patching", "--output_dir", str(scores_dir)]) == 0
     info = json.loads((scores_dir / "attribution.json").read_text())
     assert info["method"] == "patching" and info["examples"] == 16 and info["forward_backward_passes"] == 2

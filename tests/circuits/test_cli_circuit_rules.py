@@ -1,0 +1,199 @@
+"""`hf-heuristic-core circuit` under the output-folder rules, with its task taken right (a GGUF Llama is a causal LM)
+and its scores checked against the model's shape. The cases of the new-user trial (#36): an export over its own
+importance file, into its mask artifact, into a slim model's folder; a SmolLM2-shaped importance file exported with
+another model's --model; faithfulness of the README's GGUF causal LM (tiny GGUF here; the real one in the slow test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_heuristic_core import PrunableModel, PruningConfig
+from hf_heuristic_core.circuits.export import export_mib_circuits
+from hf_heuristic_core.circuits.mib import MibConfig, read_mib_circuit
+from hf_heuristic_core.cli import main
+from hf_heuristic_core.run_folder import read_record
+from tiny_gguf import write_lm_prompts, write_tiny_gguf
+from tiny_models import tiny_model
+
+SCORES = {"heads": torch.tensor([[0.1, 0.9, 0.2, 0.3], [0.8, 0.4, 0.5, 0.05]]), "mlps": torch.tensor([0.7, 0.6])}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A tiny GGUF Llama (2 layers x 4 heads), LM prompts for it, an importance file of its shape and one of a
+    3-layer model's, and a tiny GPT-2 mask artifact (2 x 4) with its model folder."""
+    root = tmp_path_factory.mktemp("circuit-rules")
+    folder, name = write_tiny_gguf(root / "gguf")
+    export_mib_circuits(root / "fits", MibConfig(2, 4, 32), SCORES, sizes=[])
+    three = {"heads": torch.rand(3, 4, generator=torch.Generator().manual_seed(0)), "mlps": torch.rand(3)}
+    export_mib_circuits(root / "three_layers", MibConfig(3, 4, 32), three, sizes=[])
+    gpt2 = tiny_model("gpt2", task="causal_lm")
+    gpt2.save_pretrained(root / "gpt2")
+    prunable = PrunableModel(gpt2, PruningConfig(ablation="zero"))
+    with torch.no_grad():
+        prunable.mask_logits.heads.copy_(SCORES["heads"])
+        prunable.mask_logits.mlps.copy_(SCORES["mlps"])
+    prunable.save_pretrained(root / "artifact")
+    return {"gguf": folder, "gguf_file": name, "prompts": write_lm_prompts(root / "prompts.jsonl"),
+            "fits": root / "fits" / "importances.json", "three": root / "three_layers" / "importances.json",
+            "gpt2": root / "gpt2", "artifact": root / "artifact"}
+
+
+def _run(argv, capsys) -> tuple[int, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.err + captured.out
+
+
+def test_export_over_its_own_importance_file_is_refused_and_the_file_kept(files, tmp_path, capsys):
+    run = tmp_path / "x"
+    assert main(["circuit", "export", "--scores", str(files["artifact"]), "--output_dir", str(run)]) == 0
+    kept = (run / "importances.json").read_bytes()
+    for extra in ([], ["--overwrite_output_dir", "true"]):
+        code, text = _run(["circuit", "export", "--scores", run / "importances.json", "--sizes", "0.5", "--edges",
+                           "none", "--output_dir", run, *extra], capsys)
+        assert code == 2 and f"holds this command's input --scores {run / 'importances.json'}" in text
+    assert (run / "importances.json").read_bytes() == kept
+    code, text = _run(["circuit", "export", "--scores", files["artifact"], "--output_dir", files["artifact"]],
+                      capsys)
+    assert code == 2 and "is this command's input --scores" in text
+    assert sorted(p.name for p in files["artifact"].iterdir()) == ["README.md", "masks.safetensors",
+                                                                   "pruning_config.json"]
+
+
+def test_export_into_a_slim_models_folder_needs_overwrite_and_deletes_nothing(files, tmp_path, capsys):
+    slim = tmp_path / "slim"
+    slim.mkdir()
+    (slim / "config.json").write_text("{}")
+    (slim / "notes.txt").write_text("mine")
+    argv = ["circuit", "export", "--scores", files["fits"], "--edges", "none", "--sizes", "0.5", "--output_dir", slim]
+    code, text = _run(argv, capsys)
+    assert code == 2 and "no run of 'circuit export' recorded its files (config.json, notes.txt)" in text
+    assert sorted(p.name for p in slim.iterdir()) == ["config.json", "notes.txt"]
+    assert _run([*argv, "--overwrite_output_dir", "true"], capsys)[0] == 0
+    assert (slim / "notes.txt").read_text() == "mine" and (slim / "circuit_50.json").is_file()
+
+
+def test_the_same_export_repeats_another_is_refused_naming_the_difference(files, tmp_path, capsys):
+    out = tmp_path / "mib"
+    argv = ["circuit", "export", "--scores", files["fits"], "--edges", "none", "--sizes", "0.5", "--output_dir", out]
+    assert _run(argv, capsys)[0] == 0 and _run(argv, capsys)[0] == 0
+    assert read_record(out)["kind"] == "circuit export" and read_record(out)["finished"] is True
+    code, text = _run([*argv[:-4], "--sizes", "0.1", "--output_dir", out], capsys)
+    assert code == 2 and "settings differ: sizes: '0.5' -> '0.1'" in text
+    code, text = _run(["circuit", "faithfulness", "--model", files["gpt2"], "--dataset", files["prompts"],
+                       "--scores", files["fits"], "--output_dir", out], capsys)
+    assert code == 2 and "another command ('circuit export', not 'circuit faithfulness')" in text
+    # A folder written before run records, of exactly the files this export writes, is its own: replaced whole.
+    legacy = tmp_path / "legacy"
+    export_mib_circuits(legacy, MibConfig(2, 4, 32), SCORES, sizes=[0.5], edges="none")
+    assert _run([*argv[:-1], legacy], capsys)[0] == 0
+
+
+def test_export_refuses_a_model_of_another_shape_naming_both(files, tmp_path, capsys):
+    """A 3-layer importance file with a 2-layer --model wrote circuits of the file's shape and said nothing."""
+    out = tmp_path / "mib"
+    code, text = _run(["circuit", "export", "--scores", files["three"], "--model", files["gpt2"], "--output_dir",
+                       out], capsys)
+    assert code == 2
+    assert (f"--scores {files['three']} rank units of 3 layers x 4 heads, d_model 32, but --model {files['gpt2']} "
+            "has 2 layers x 4 heads, d_model 32: the scores were made for another model.") in text
+    assert not out.exists()   # refused after the claim: no folder, no record left behind
+    assert _run(["circuit", "export", "--scores", files["fits"], "--model", files["gpt2"], "--output_dir", out],
+                capsys)[0] == 0
+    assert read_mib_circuit(out / "importances.json").cfg.n_layers == 2
+    # A GPT-2 artifact with a Llama of the same shape as --model: another model all the same.
+    code, text = _run(["circuit", "export", "--scores", files["artifact"], "--model", files["gguf"], "--gguf_file",
+                       files["gguf_file"], "--output_dir", tmp_path / "llama"], capsys)
+    assert code == 2 and f"were made on a 'gpt2' model, but --model {files['gguf']} is 'llama'" in text
+
+
+def test_faithfulness_refuses_scores_of_another_shape_before_loading_the_model(files, tmp_path, capsys):
+    out = tmp_path / "curves"
+    code, text = _run(["circuit", "faithfulness", "--model", files["gguf"], "--gguf_file", files["gguf_file"],
+                       "--dataset", files["prompts"], "--scores", f"{files['fits']},{files['three']}",
+                       "--output_dir", out], capsys)
+    assert code == 2
+    assert (f"--scores {files['three']} do not fit --model {files['gguf']}: {files['three']}: heads scores have "
+            "shape (3, 4) (layers x heads), but this model's heads are (2, 4)") in text
+    assert "LOAD REPORT" not in text and not out.exists()
+
+
+@pytest.mark.parametrize("config, task, expected", [
+    ({"model_type": "bert", "architectures": ["BertForSequenceClassification"]}, "auto", False),
+    ({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}, "auto", True),
+    ({"model_type": "bert", "architectures": ["BertModel"]}, "sequence_classification", False),
+    ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, "causal_lm", True),
+])
+def test_the_task_comes_from_the_flag_or_the_head(config, task, expected):
+    from transformers import AutoConfig
+
+    from hf_heuristic_core.cli.circuit import CircuitArguments, resolve_circuit_task
+    hf_config = AutoConfig.for_model(config.pop("model_type"), **config)
+    assert resolve_circuit_task(CircuitArguments(action="attribute", model="m", task=task), hf_config) is expected
+
+
+def test_the_task_of_a_headless_config_comes_from_a_scores_artifact_or_is_refused(files):
+    from transformers import AutoConfig
+
+    from hf_heuristic_core.cli.circuit import CircuitArguments, resolve_circuit_task
+    from hf_heuristic_core.errors import UsageError
+    headless = AutoConfig.for_model("gpt2", architectures=["GPT2Model"])
+    with pytest.raises(UsageError, match="cannot tell whether --model m is a causal LM or a sequence classifier.*"
+                                         "pass --task causal_lm or --task sequence_classification"):
+        resolve_circuit_task(CircuitArguments(action="faithfulness", model="m", scores=str(files["fits"])), headless)
+    # The artifact was made on a GPT2LMHeadModel: a causal LM.
+    args = CircuitArguments(action="faithfulness", model="m", scores=f"{files['fits']},{files['artifact']}")
+    assert resolve_circuit_task(args, headless) is True
+    token = AutoConfig.for_model("bert", architectures=["BertForTokenClassification"])
+    with pytest.raises(UsageError, match="is a token_classification model; circuits score"):
+        resolve_circuit_task(CircuitArguments(action="attribute", model="m"), token)
+
+
+def test_a_bad_task_flag_is_refused(capsys):
+    code, text = _run(["circuit", "attribute", "--model", "m", "--dataset", "ioi", "--output_dir", "o", "--task",
+                       "seq2seq"], capsys)
+    assert code == 2 and "--task 'seq2seq' is not one of auto, causal_lm, sequence_classification" in text
+
+
+def test_attribute_and_faithfulness_run_on_a_gguf_causal_lm(files, tmp_path, capsys):
+    """The GGUF config names no class: it used to load as a sequence classifier and then fail for wanting a causal
+    LM. --task auto now reads it as the causal LM it is."""
+    common = ["--model", files["gguf"], "--gguf_file", files["gguf_file"], "--dataset", files["prompts"],
+              "--num_examples", "8", "--batch_size", "8", "--ablation", "zero"]
+    attr = tmp_path / "attr"
+    code, text = _run(["circuit", "attribute", *common, "--method", "patching", "--edges", "none", "--output_dir",
+                       attr], capsys)
+    assert code == 0, text
+    info = json.loads((attr / "attribution.json").read_text())
+    assert info["task"] == "causal_lm" and info["gguf_file"] == files["gguf_file"] and info["examples"] == 8
+    assert read_mib_circuit(attr / "importances.json").cfg.n_layers == 2
+    curves = tmp_path / "curves"
+    code, text = _run(["circuit", "faithfulness", *common, "--scores", attr / "importances.json", "--random_seeds",
+                       "0", "--output_dir", curves], capsys)
+    assert code == 0, text
+    document = json.loads((curves / "curves.json").read_text())
+    assert document["description"]["task"] == "causal_lm" and document["metric"] == "logit_difference"
+    assert set(document["curves"]) == {"importances", "random-seed0"}
+    assert document["curves"]["importances"]["faithfulness"][-1] == pytest.approx(1.0)
+    assert read_record(curves)["kind"] == "circuit faithfulness" and read_record(curves)["finished"] is True
+
+
+@pytest.mark.slow
+def test_faithfulness_on_the_readmes_smollm2_gguf(smollm2_file, tmp_path, capsys):
+    """The shipped SmolLM2 GGUF from the command line, --task auto (~10-40 s to read the file)."""
+    folder, name = smollm2_file
+    scores = {"heads": torch.rand(30, 9, generator=torch.Generator().manual_seed(0)), "mlps": torch.rand(30)}
+    export_mib_circuits(tmp_path / "rank", MibConfig(30, 9, 576), scores, sizes=[])
+    code, text = _run(["circuit", "faithfulness", "--model", folder, "--gguf_file", name, "--dataset", "ioi",
+                       "--num_examples", "4", "--batch_size", "4", "--ablation", "zero", "--random_seeds", "",
+                       "--scores", tmp_path / "rank" / "importances.json", "--output_dir", tmp_path / "curves"],
+                      capsys)
+    assert code == 0, text
+    document = json.loads((tmp_path / "curves" / "curves.json").read_text())
+    assert document["description"]["task"] == "causal_lm" and document["n_units"] == 30 * 10
+    assert Path(tmp_path / "curves" / "faithfulness_curves.png").is_file()
