@@ -28,8 +28,33 @@ def minilm_dir():
 
 @pytest.fixture(scope="session")
 def smollm2_file():
+    """(folder, file name) of the real SmolLM2-135M GGUF. Reading it costs 15-60 s (transformers' GGUF reader parses
+    the whole file, tokenizer included, for the config alone): tests of GGUF loading itself read it; the others take
+    `smollm2_dir`."""
     from hf_heuristic_core.offline_models import smollm2_gguf
     return smollm2_gguf()
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_file, tmp_path_factory):
+    """The same SmolLM2-135M weights, dequantized to float32 once per test session and saved as a plain
+    safetensors folder (config, weights, tokenizer) that loads in a second (`shared_builds`)."""
+    from shared_builds import build_once
+
+    def convert(folder):
+        import transformers
+        from safetensors.torch import save_model
+        source, name = smollm2_file
+        gguf = transformers.AutoModelForCausalLM.from_pretrained(source, gguf_file=name, dtype=torch.float32)
+        config = gguf.config.to_dict()
+        config.pop("quantization_config", None)   # float32 now; a GGUF-quantized model refuses save_pretrained
+        config = transformers.LlamaConfig.from_dict(config)
+        config.architectures = ["LlamaForCausalLM"]
+        config.save_pretrained(folder)
+        save_model(gguf, str(folder / "model.safetensors"), metadata={"format": "pt"})   # tied embeddings once
+        transformers.AutoTokenizer.from_pretrained(source, gguf_file=name).save_pretrained(folder)
+
+    return build_once(tmp_path_factory, "smollm2-float32", convert)
 
 
 MAX_LENGTH = 40

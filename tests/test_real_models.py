@@ -122,10 +122,11 @@ def test_minilm_equivalences(minilm_dir):
 
 
 @pytest.fixture(scope="module")
-def smollm2(smollm2_file):
+def smollm2(smollm2_dir):
+    """The real SmolLM2-135M (read from its GGUF once per session, `smollm2_dir`); GGUF loading itself is tested in
+    tests/cli/test_gguf.py."""
     import transformers
-    folder, name = smollm2_file
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
     return model.eval()
 
 

@@ -55,10 +55,9 @@ def test_minilm_slim_accuracy_equals_hooked(finetuned_minilm, nli_data, tmp_path
     assert sum(p.numel() for p in slim.parameters()) < 0.9 * sum(p.numel() for p in model.parameters())
 
 
-def test_smollm2_slim_logits_equal_hooked(smollm2_file, tmp_path):
+def test_smollm2_slim_logits_equal_hooked(smollm2_dir, tmp_path):
     import transformers
-    folder, name = smollm2_file
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
     ids = torch.tensor([[1, 504, 3458, 282, 260, 1345, 30, 2], [0, 0, 0, 1, 504, 3458, 30, 2]])
     mask = (ids != 0).long()
     prunable = PrunableModel(model, PruningConfig(ablation="mean"))
