@@ -354,7 +354,7 @@ def _prune(script: PruneScriptArguments, args) -> dict:
     faithful = trainer.faithfulness(eval_tok)
     penalty = getattr(trainer.args, "sparsity_control", "lagrangian") == "penalty"
     convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None
-    return {"output_dir": args.output_dir, "task": task, **report,
+    return {"output_dir": args.output_dir, "task": task, "granularity": script.granularity, **report,
             "target_sparsity": None if penalty else args.target_sparsity,
             "sparsity_control": "penalty" if penalty else "lagrangian",
             "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"],
@@ -453,14 +453,27 @@ def _is_decoder_type(model_type: str | None) -> bool:
     return bool(model_type) and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in encoders
 
 
+UNIT_WORDS = {"heads": "heads", "mlps": "MLPs", "neurons": "MLP neurons"}
+
+
+def units_line(summary: dict) -> str:
+    """`units kept  K of N (...)`, the parenthesis naming what the entries are: heads and MLP blocks, MLP neurons, or
+    weights in so many masked tensors (weight masks are keyed by parameter name, one kind per tensor)."""
+    kinds = [key[:-len("_kept")] for key in summary if key.endswith("_kept") and key != "units_kept"]
+    if summary.get("granularity") == "weight" or any("." in kind for kind in kinds):
+        detail = f"weights, in {len(kinds)} masked tensor{'s' if len(kinds) != 1 else ''}"
+    else:
+        detail = ", ".join(f"{UNIT_WORDS.get(kind, kind)} {summary[kind + '_kept']}/{summary[kind + '_total']}"
+                           for kind in kinds) or "-"
+    return f"units kept          {summary['units_kept']} of {summary['units_total']} ({detail})"
+
+
 def format_summary(summary: dict) -> str:
     """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome),
     faithfulness and the data it was measured on, and the convergence verdict (always)."""
     from ..training.convergence import verdict_line  # lazy: `--help` does not load it
     lines = ["", "Pruning summary", "---------------"]
-    lines.append(f"units kept          {summary['units_kept']} of {summary['units_total']} "
-                 f"(heads {summary.get('heads_kept', '-')}/{summary.get('heads_total', '-')}, "
-                 f"MLPs {summary.get('mlps_kept', '-')}/{summary.get('mlps_total', '-')})")
+    lines.append(f"{units_line(summary)}")
     if summary.get("target_sparsity") is None:
         lines.append(f"sparsity reached    {summary['sparsity']:.4f} ({summary['sparsity_params']:.4f} of unit "
                      "parameters; --sparsity_control penalty has no target: this is what the penalty left)")
