@@ -91,9 +91,26 @@ class SubnetworkJudging:
                                self.convergence.advice)
         if self.args.should_save:
             prunable.save_pretrained(self.args.output_dir)
-        logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],
-                    report["units_total"], report["sparsity"], self.args.target_sparsity)
+        if self.objective.control == "penalty":   # no target applies: say what the penalty left
+            logger.info("Final masks: %d of %d units kept, sparsity %.4f (sparsity_control='penalty' has no target).",
+                        report["units_kept"], report["units_total"], report["sparsity"])
+        else:
+            logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],
+                        report["units_total"], report["sparsity"], self.args.target_sparsity)
         return report
+
+    def _nothing_pruned(self, masks: dict[str, torch.Tensor]) -> str | None:
+        """Why the final masks keep every unit, when they do and the run asked for pruning (None otherwise)."""
+        report = self.prunable.sparsity_report(masks)
+        if report["units_kept"] < report["units_total"]:
+            return None
+        if self.objective.control == "penalty":
+            return (f"the fixed penalty (sparsity_control='penalty', penalty_weight {self.objective.penalty_weight:g})"
+                    " left every unit")
+        if self.args.final_binarization == "threshold" and self.args.target_sparsity > 0:
+            return (f"final_binarization='threshold' (final_threshold {self.args.final_threshold:g}) kept every "
+                    f"unit, where target_sparsity was {self.args.target_sparsity:g}")
+        return None
 
     @torch.no_grad()
     def judge(self, masks: dict[str, torch.Tensor]):
@@ -116,7 +133,8 @@ class SubnetworkJudging:
         # A warm start begins from a chosen ranking: keeping it is a result there, not a sign of a stalled run.
         correlation = init_rank_correlation(self.initial_logits, dict(prunable.mask_logits.items())) \
             if self.initial_logits and not getattr(self.args, "warm_start_scores", None) else None
-        return check_convergence(kls[0], kls[1:], correlation, len(batches))
+        return check_convergence(kls[0], kls[1:], correlation, len(batches), recipe=self.recipe.name,
+                                 control=self.objective.control, nothing_pruned=self._nothing_pruned(masks))
 
     def _judging_batches(self, count: int) -> list[dict[str, torch.Tensor]]:
         dataset = self.eval_dataset if self.eval_dataset is not None else self.train_dataset
