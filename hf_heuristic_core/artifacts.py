@@ -121,6 +121,15 @@ def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
     return [f"| convergence check | {verdict_line(convergence)} |"]
 
 
+def _constraint_rows(constraint: dict[str, Any] | None, report: dict[str, Any]) -> list[str]:
+    """The card's row saying what moved the sparsity (`--uniform_layers`), for the masks it was recorded for only
+    (masks set since then have another sparsity: no row rather than a stale reason)."""
+    if not constraint or not constraint.get("reason") or \
+            abs(float(constraint.get("sparsity", -1)) - report["sparsity"]) > 1e-9:
+        return []
+    return [f"| sparsity moved by a constraint | {constraint['reason']} |"]
+
+
 HUB_ID_KEY = "base_model_hub_id"
 HUB_ID_PLACEHOLDER = "<Hub id of the base model>"
 
@@ -193,6 +202,7 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
            for kind in model.enabled_kinds()]),
         f"| sparsity (units) | {report['sparsity']:.4f} |",
         f"| sparsity (parameters) | {report['sparsity_params']:.4f} |",
+        *_constraint_rows(config.extra.get("sparsity_constraint"), report),
         f"| ablation | {config.ablation} |",
         *_convergence_rows(config.extra.get("convergence")),
         f"| mean activations | {'included' if model.has_means else 'not included'}"
