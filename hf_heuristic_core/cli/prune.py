@@ -24,6 +24,7 @@ from ..training.fields import PruningFields
 from .checks import (
     check_model_source,
     check_rows,
+    check_tokenizer,
     resolve_text_columns,
 )
 from .help import render_help, render_source_help, source_fields, wants_help
@@ -327,6 +328,7 @@ def _prune(script: PruneScriptArguments, args) -> dict:
     if task_loss:
         train = check_labels(train, config, task)
 
+    check_tokenizer(script.model, script.gguf_file)
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -358,7 +360,8 @@ def _prune(script: PruneScriptArguments, args) -> dict:
             "target_sparsity": None if penalty else args.target_sparsity,
             "sparsity_control": "penalty" if penalty else "lagrangian",
             "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"],
-            "evaluated_on": data.eval_description, "convergence": convergence}
+            "evaluated_on": data.eval_description, "convergence": convergence,
+            "sparsity_constraint": model.pruning_config.extra.get("sparsity_constraint")}
 
 
 def selection_settings(script: PruneScriptArguments) -> dict:
@@ -469,8 +472,9 @@ def units_line(summary: dict) -> str:
 
 
 def format_summary(summary: dict) -> str:
-    """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome),
-    faithfulness and the data it was measured on, and the convergence verdict (always)."""
+    """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome) and
+    what moved it (a `--uniform_layers` layout), faithfulness and the data it was measured on, and the convergence
+    verdict (always)."""
     from ..training.convergence import verdict_line  # lazy: `--help` does not load it
     lines = ["", "Pruning summary", "---------------"]
     lines.append(f"{units_line(summary)}")
@@ -480,6 +484,9 @@ def format_summary(summary: dict) -> str:
     else:
         lines.append(f"realized sparsity   {summary['sparsity']:.4f} (target {summary['target_sparsity']:.4f}; "
                      f"{summary['sparsity_params']:.4f} of unit parameters)")
+    constraint = summary.get("sparsity_constraint")
+    if constraint:
+        lines.append(f"moved by constraint {constraint['reason']}")
     lines.append(f"KL to full model    {summary['kl_to_full_model']:.5f}")
     lines.append(f"agreement           {summary['agreement_with_full_model']:.4f}")
     lines.append(f"evaluated on        {summary.get('evaluated_on', '-')}")
