@@ -6,8 +6,8 @@ their shapes taken from `PruningConfig.mask_shapes`; all-zero `forced.<kind>` te
 fresh model has), and fp32 logits only go in when asked (`include_logits=True`, e.g. trainer checkpoints).
 
 A finished run's fixed mask *is* its binary mask, so a `fixed.<kind>` equal to `mask.<kind>` is not stored twice
-(artifacts before 0.9 were, at twice n_params / 8 bytes): its kind is listed in the metadata entry `FIXED_AS_MASK`
-and `unpack_tensors` restores it. Older artifacts, with both tensors, read as before; a reader that does not know the
+(artifacts written before issue #36 were, at twice n_params / 8 bytes): its kind is listed in the metadata entry
+`FIXED_AS_MASK` and `unpack_tensors` restores it. Older artifacts, with both tensors, read as before; a reader that does not know the
 entry still gets the right masks (a binary mask with neither logits nor a fixed mask is loaded as the fixed mask).
 """
 

@@ -50,7 +50,7 @@ def test_a_finished_weight_artifact_stores_each_mask_once_at_about_n_params_over
 def test_an_artifact_that_packed_both_the_mask_and_the_fixed_mask_still_loads(tmp_path):
     pm, masks = _fixed_weight_model()
     pm.save_pretrained(tmp_path)
-    # Rewrite the masks file as releases before 0.9 did: both tensors packed, no metadata entry.
+    # Rewrite the masks file as the code before issue #36 did: both tensors packed, no metadata entry.
     tensors = pm.mask_state_dict()
     tensors.update({f"mask.{kind}": mask for kind, mask in masks.items()})
     old = pack_weight_tensors(tensors, set(masks), include_logits=False)
