@@ -13,7 +13,8 @@ from typing import Any
 __all__ = ["DESCRIPTION", "ExportScriptArguments", "export_command", "run_export"]
 
 DESCRIPTION = ("Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller plain Transformers model "
-               "(pruned units removed, their means folded into biases).")
+               "(pruned units removed, their means folded into biases), with --model's tokenizer; the output says "
+               "which pruned units it could not remove, and why.")
 
 
 @dataclass

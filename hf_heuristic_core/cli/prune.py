@@ -84,7 +84,8 @@ class PruneScriptArguments(PruneSettingsFlags):
     uniform_layers: bool = field(default=False, metadata={
         "help": "Binarize to the same number of heads (whole key/value groups under GQA) and the same MLP width in "
                 "every layer, so that `export` writes a stock config plain transformers loads "
-                "(PruningConfig.uniform_layers)."})
+                "(PruningConfig.uniform_layers). This can move the sparsity away from the target; the summary and "
+                "the card then say by how much and why."})
     relaxation: str = field(default=PruningConfig.relaxation, metadata={
         "help": "How mask values are drawn (each relaxation's constants are PruningConfig fields; "
                 "relaxations/<name>/settings.py)."})
