@@ -6,7 +6,7 @@ Loading checks that the artifact was made with the same granularity for a model 
 Format 2 stores, per mask kind, `logits.<kind>`, `forced.<kind>`, `fixed.<kind>`, `means.<kind>` and the binarized
 `mask.<kind>`. Format 1 (release 0.1: heads and MLP blocks only) stored the logits as `log_alpha.<kind>`; it is
 read as format 2. Weight masks (granularity "weight") are bit-packed as `packed.mask.<kind>` / `packed.fixed.<kind>`
-(`artifact_packing`), and the metadata names the granularity, relaxation and ablation; the relaxation's constants
+(`artifact_packing`; a fixed mask equal to the binary mask is stored once), and the metadata names the granularity, relaxation and ablation; the relaxation's constants
 and schedule state (e.g. `cs_beta`) are in `pruning_config.json`.
 """
 
@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from .config import CONFIG_NAME, PruningConfig
 from .errors import ArtifactError, MaskShapeError
 from .granularity.unit.granularity import UnitGranularity
-from .artifact_packing import pack_weight_tensors, unpack_tensors
+from .artifact_packing import FIXED_AS_MASK, fixed_as_mask, pack_weight_tensors, unpack_tensors
 from .io_utils import atomic_write_many
 from .run_folder import read_record
 from .training.convergence import verdict_line
@@ -84,8 +84,9 @@ def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float
     tensors = model.mask_state_dict()
     tensors.update({f"mask.{kind}": mask.float().contiguous() for kind, mask in masks.items()})
     weight_kinds = set(model.kinds) if model.granularity.keyed_by_parameter else set()
+    fixed_once = fixed_as_mask(tensors, weight_kinds)
     if weight_kinds:
-        tensors = pack_weight_tensors(tensors, weight_kinds, bool(include_logits))
+        tensors = pack_weight_tensors(tensors, weight_kinds, bool(include_logits), skip_fixed=fixed_once)
     report = model.sparsity_report(masks)
     metadata = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
@@ -93,6 +94,7 @@ def save_artifact(model: Any, save_directory: str | os.PathLike, sparsity: float
         "means": json.dumps(model.means_info, default=str),
         "granularity": model.pruning_config.granularity, "relaxation": model.pruning_config.relaxation,
         "ablation": model.pruning_config.ablation,
+        **({FIXED_AS_MASK: json.dumps(fixed_once)} if fixed_once else {}),
         **{k: json.dumps(v, default=str) for k, v in (extra_metadata or {}).items()},
     }
     config_text = json.dumps(model.pruning_config.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -117,6 +119,15 @@ def _convergence_rows(convergence: dict[str, Any] | None) -> list[str]:
     if not convergence:
         return []
     return [f"| convergence check | {verdict_line(convergence)} |"]
+
+
+def _constraint_rows(constraint: dict[str, Any] | None, report: dict[str, Any]) -> list[str]:
+    """The card's row saying what moved the sparsity (`--uniform_layers`), for the masks it was recorded for only
+    (masks set since then have another sparsity: no row rather than a stale reason)."""
+    if not constraint or not constraint.get("reason") or \
+            abs(float(constraint.get("sparsity", -1)) - report["sparsity"]) > 1e-9:
+        return []
+    return [f"| sparsity moved by a constraint | {constraint['reason']} |"]
 
 
 HUB_ID_KEY = "base_model_hub_id"
@@ -194,6 +205,7 @@ def model_card_text(model: Any, report: dict[str, Any]) -> str:
            for kind in model.enabled_kinds()]),
         f"| sparsity (units) | {report['sparsity']:.4f} |",
         f"| sparsity (parameters) | {report['sparsity_params']:.4f} |",
+        *_constraint_rows(config.extra.get("sparsity_constraint"), report),
         f"| ablation | {config.ablation} |",
         *_convergence_rows(config.extra.get("convergence")),
         f"| mean activations | {'included' if model.has_means else 'not included'}"
@@ -280,7 +292,12 @@ def read_artifact(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> MaskA
     except (SafetensorError, OSError, ValueError) as err:
         raise ArtifactError(f"{masks_path} is corrupt or partial ({err}). Re-save the artifact.") from err
     version = metadata.get("format_version")
-    tensors = unpack_tensors(tensors, config.mask_shapes)
+    try:
+        fixed_kinds = json.loads(metadata.get(FIXED_AS_MASK) or "[]")
+    except ValueError as err:
+        raise ArtifactError(f"{masks_path}: its metadata entry {FIXED_AS_MASK!r} is not a JSON list ({err}); the "
+                            "artifact is corrupt. Re-save it.") from err
+    tensors = unpack_tensors(tensors, config.mask_shapes, fixed_kinds)
     masks = {key[len("mask."):]: value for key, value in tensors.items() if key.startswith("mask.")}
     version_1_kinds = set(UnitGranularity.mask_kinds)    # format 1 always held both unit kinds
     if metadata.get("format") != FORMAT or not masks or (version == "1" and not version_1_kinds <= set(masks)):

@@ -29,6 +29,16 @@ def atomic_write(target: Path, writer: Callable[[str], object]) -> None:
         raise
 
 
+def ordinary_permissions(folder: Path) -> None:
+    """Give a folder made by `tempfile.mkdtemp` (mode 0700) and everything in it (transformers writes weights through
+    temp files too: 0600) the modes an ordinary write gets under the umask (typically 0755 / 0644), before it is
+    renamed into place: a private temp folder must not make a saved model unreadable to colleagues."""
+    mask = _umask()
+    for path in [Path(folder), *Path(folder).rglob("*")]:
+        if not path.is_symlink():
+            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
+
+
 def _umask() -> int:
     current = os.umask(0)
     os.umask(current)

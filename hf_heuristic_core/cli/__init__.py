@@ -51,6 +51,7 @@ __all__ = [
 
 SUBCOMMANDS = {
     "study": "The heuristic-core study end to end (fine-tune, track effective size, prune x seeds, analyze).",
+    "finetune": "Fine-tune a base model on a dataset into the checkpoints prune and effective-size read.",
     "prune": "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
     "effective-size": "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
     "analyze": "Report (tables, figures) of a folder of multi-seed pruning runs.",
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_reporting_errors(command, _command(command), rest)
 
 
-FAST_HELP = ("study", "effective-size", "analyze", "induce", "export", "subtasks")   # prune renders its own
+FAST_HELP = ("study", "effective-size", "analyze", "induce", "export", "subtasks")   # prune, finetune: their own
 
 
 def command_help(name: str) -> str:
@@ -113,6 +114,9 @@ def command_help(name: str) -> str:
     if name == "circuit":
         from .circuit import circuit_help  # lazy: `--help` does not load it
         return circuit_help()
+    if name == "finetune":
+        from .finetune import finetune_help  # lazy: `--help` does not load it
+        return finetune_help()
     if name != "analyze":
         raise ValueError(f"No help for {name!r}: one of {sorted(SUBCOMMANDS)}.")
     from .analyze import DESCRIPTION as ANALYZE  # lazy: `--help` does not load it
@@ -127,6 +131,9 @@ def _command(name: str) -> Callable[[list[str]], int]:
         return prune_command
     if name == "study":
         return study_command
+    if name == "finetune":
+        from .finetune import finetune_command  # lazy: `--help` does not load it
+        return finetune_command
     if name == "export":
         from .export import export_command  # lazy: `--help` does not load it
         return export_command

@@ -41,6 +41,27 @@ def check_model_source(source: str, gguf_file: str | None = None, flag: str = "-
     if looks_local(source):
         raise UsageError(f"{flag} {source}: no such folder; check the path, or pass a Hub id like 'namespace/name'.")
 
+# Files a saved tokenizer writes (one is enough). transformers 5 builds an empty tokenizer (special tokens only) from a
+# folder with none of them, without a word: every text would become [UNK].
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model",
+                   "spiece.model", "sentencepiece.bpe.model")
+
+
+def missing_tokenizer(source: str, gguf_file: str | None = None) -> bool:
+    """Whether `source` is a local model folder holding no tokenizer file (a Hub id or a GGUF file is left to
+    transformers: the Hub repo or the GGUF file carries the tokenizer)."""
+    path = Path(source).expanduser()
+    return not gguf_file and path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_FILES)
+
+
+def check_tokenizer(source: str, gguf_file: str | None = None, flag: str = "--model") -> None:
+    """Refuse a local model folder without a tokenizer, naming the fix (see `TOKENIZER_FILES`)."""
+    if missing_tokenizer(source, gguf_file):
+        raise UsageError(f"{flag} {source} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...), and "
+                         "transformers would build an empty one that reads every word as unknown. Save the model's "
+                         f"tokenizer into it: AutoTokenizer.from_pretrained(BASE).save_pretrained('{source}').")
+
+
 def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]:
     """`data.tokenize.text_columns`, its error turned into a `UsageError` naming the flag."""
     from ..data.tokenize import text_columns  # lazy: `--help` does not load it

@@ -9,13 +9,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["DESCRIPTION", "ExportScriptArguments", "export_command", "run_export"]
 
 logger = logging.getLogger(__name__)
 
 DESCRIPTION = ("Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller plain Transformers model "
-               "(pruned units removed, their means folded into biases).")
+               "(pruned units removed, their means folded into biases), with --model's tokenizer; the output says "
+               "which pruned units it could not remove, and why.")
 
 
 @dataclass
@@ -73,6 +75,7 @@ def _export(script: ExportScriptArguments) -> dict:
 
     from ..artifacts import check_finished, read_artifact  # lazy: `--help` does not load it
     from ..export import parameter_count, push_slim_to_hub, save_slim  # lazy: `--help` does not load it
+    from ..export.shrink import shrink_notes  # lazy: `--help` does not load it
     from ..model import PrunableModel  # lazy: `--help` does not load it
     # lazy: `--help` does not load it
     from .export_checks import check_masks_fit_model, exported_granularity, loading_mismatch
@@ -94,13 +97,16 @@ def _export(script: ExportScriptArguments) -> dict:
     except RuntimeError as err:
         raise loading_mismatch(err, artifact, script.model, script.masks) from err
     prunable.eval()
+    tokenizer, no_tokenizer = source_tokenizer(script.model, hf_kwargs)
     slim = prunable.export_slim(ablation=script.ablation, source=str(script.masks))
-    target = save_slim(slim, script.output_dir, overwrite=script.overwrite_output_dir)
+    target = save_slim(slim, script.output_dir, overwrite=script.overwrite_output_dir, tokenizer=tokenizer)
     summary = {"parameters_before": parameter_count(prunable.model), "parameters_after": parameter_count(slim),
                "stock": slim.config.hf_heuristic_core_slim["stock"], "output_dir": str(target),
-               "model_class": type(slim).__name__, "unfinished_masks": unfinished}
+               "model_class": type(slim).__name__, "unfinished_masks": unfinished,
+               "not_removed": shrink_notes(slim.config.hf_heuristic_core_slim),
+               "tokenizer": None if tokenizer is None else type(tokenizer).__name__, "no_tokenizer": no_tokenizer}
     if script.push_to_hub:
-        push_slim_to_hub(slim, script.push_to_hub)
+        push_slim_to_hub(slim, script.push_to_hub, tokenizer=tokenizer)
         summary["hub_repo"] = script.push_to_hub
     return summary
 
@@ -112,6 +118,24 @@ def _recorded_gguf(artifact, model: str) -> str | None:
     return name if name and (Path(model).expanduser() / name).is_file() else None
 
 
+def source_tokenizer(model: str, hf_kwargs: dict) -> tuple[Any, str | None]:
+    """The tokenizer saved with `--model`, to copy into the slim folder (so `pipeline(task, model=folder)` works), or
+    None and why not: a model saved without one still exports, and the output says that the folder has none."""
+    import transformers
+
+    from .checks import missing_tokenizer  # lazy: `--help` does not load it
+    if missing_tokenizer(model, hf_kwargs.get("gguf_file")):
+        return None, (f"--model {model} has no tokenizer (no tokenizer file in the folder); the slim folder has none "
+                      "either: save one into it with tokenizer.save_pretrained(folder) before using "
+                      "transformers.pipeline on it")
+    try:
+        return transformers.AutoTokenizer.from_pretrained(model, **hf_kwargs), None
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        return None, (f"--model {model} has no tokenizer that AutoTokenizer loads ({' '.join(str(err).split())[:160]}); "
+                      "the slim folder has none either: save one into it with tokenizer.save_pretrained(folder) "
+                      "before using transformers.pipeline on it")
+
+
 def export_command(argv: Sequence[str]) -> int:
     from transformers import HfArgumentParser
     parser = HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export", description=DESCRIPTION)
@@ -121,7 +145,12 @@ def export_command(argv: Sequence[str]) -> int:
         print(f"WARNING: exported unfinished masks (--allow_unfinished): {reason}")
     before, after = summary["parameters_before"], summary["parameters_after"]
     print(f"parameters: {before:,} -> {after:,} ({after / before:.1%} kept)")
-    print(f"slim model ({summary['model_class']}) written to {summary['output_dir']}")
+    for note in summary.get("not_removed") or []:
+        print(f"note: {note}")
+    print(f"slim model ({summary['model_class']}) written to {summary['output_dir']}"
+          + (f", with the model's tokenizer ({summary['tokenizer']})" if summary.get("tokenizer") else ""))
+    if summary.get("no_tokenizer"):
+        print(f"note: {summary['no_tokenizer']}")
     if summary["stock"]:
         print("load it with plain transformers: AutoModelFor*.from_pretrained(dir)")
     else:

@@ -24,6 +24,7 @@ from ..training.fields import PruningFields
 from .checks import (
     check_model_source,
     check_rows,
+    check_tokenizer,
     resolve_text_columns,
 )
 from .help import render_help, render_source_help, source_fields, wants_help
@@ -83,7 +84,8 @@ class PruneScriptArguments(PruneSettingsFlags):
     uniform_layers: bool = field(default=False, metadata={
         "help": "Binarize to the same number of heads (whole key/value groups under GQA) and the same MLP width in "
                 "every layer, so that `export` writes a stock config plain transformers loads "
-                "(PruningConfig.uniform_layers)."})
+                "(PruningConfig.uniform_layers). This can move the sparsity away from the target; the summary and "
+                "the card then say by how much and why."})
     relaxation: str = field(default=PruningConfig.relaxation, metadata={
         "help": "How mask values are drawn (each relaxation's constants are PruningConfig fields; "
                 "relaxations/<name>/settings.py)."})
@@ -327,6 +329,7 @@ def _prune(script: PruneScriptArguments, args) -> dict:
     if task_loss:
         train = check_labels(train, config, task)
 
+    check_tokenizer(script.model, script.gguf_file)
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -354,11 +357,12 @@ def _prune(script: PruneScriptArguments, args) -> dict:
     faithful = trainer.faithfulness(eval_tok)
     penalty = getattr(trainer.args, "sparsity_control", "lagrangian") == "penalty"
     convergence = trainer.convergence.to_dict() if trainer.convergence is not None else None
-    return {"output_dir": args.output_dir, "task": task, **report,
+    return {"output_dir": args.output_dir, "task": task, "granularity": script.granularity, **report,
             "target_sparsity": None if penalty else args.target_sparsity,
             "sparsity_control": "penalty" if penalty else "lagrangian",
             "kl_to_full_model": faithful["kl"], "agreement_with_full_model": faithful["agreement"],
-            "evaluated_on": data.eval_description, "convergence": convergence}
+            "evaluated_on": data.eval_description, "convergence": convergence,
+            "sparsity_constraint": model.pruning_config.extra.get("sparsity_constraint")}
 
 
 def selection_settings(script: PruneScriptArguments) -> dict:
@@ -453,20 +457,37 @@ def _is_decoder_type(model_type: str | None) -> bool:
     return bool(model_type) and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in encoders
 
 
+UNIT_WORDS = {"heads": "heads", "mlps": "MLPs", "neurons": "MLP neurons"}
+
+
+def units_line(summary: dict) -> str:
+    """`units kept  K of N (...)`, the parenthesis naming what the entries are: heads and MLP blocks, MLP neurons, or
+    weights in so many masked tensors (weight masks are keyed by parameter name, one kind per tensor)."""
+    kinds = [key[:-len("_kept")] for key in summary if key.endswith("_kept") and key != "units_kept"]
+    if summary.get("granularity") == "weight" or any("." in kind for kind in kinds):
+        detail = f"weights, in {len(kinds)} masked tensor{'s' if len(kinds) != 1 else ''}"
+    else:
+        detail = ", ".join(f"{UNIT_WORDS.get(kind, kind)} {summary[kind + '_kept']}/{summary[kind + '_total']}"
+                           for kind in kinds) or "-"
+    return f"units kept          {summary['units_kept']} of {summary['units_total']} ({detail})"
+
+
 def format_summary(summary: dict) -> str:
-    """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome),
-    faithfulness and the data it was measured on, and the convergence verdict (always)."""
+    """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome) and
+    what moved it (a `--uniform_layers` layout), faithfulness and the data it was measured on, and the convergence
+    verdict (always)."""
     from ..training.convergence import verdict_line  # lazy: `--help` does not load it
     lines = ["", "Pruning summary", "---------------"]
-    lines.append(f"units kept          {summary['units_kept']} of {summary['units_total']} "
-                 f"(heads {summary.get('heads_kept', '-')}/{summary.get('heads_total', '-')}, "
-                 f"MLPs {summary.get('mlps_kept', '-')}/{summary.get('mlps_total', '-')})")
+    lines.append(f"{units_line(summary)}")
     if summary.get("target_sparsity") is None:
         lines.append(f"sparsity reached    {summary['sparsity']:.4f} ({summary['sparsity_params']:.4f} of unit "
                      "parameters; --sparsity_control penalty has no target: this is what the penalty left)")
     else:
         lines.append(f"realized sparsity   {summary['sparsity']:.4f} (target {summary['target_sparsity']:.4f}; "
                      f"{summary['sparsity_params']:.4f} of unit parameters)")
+    constraint = summary.get("sparsity_constraint")
+    if constraint:
+        lines.append(f"moved by constraint {constraint['reason']}")
     lines.append(f"KL to full model    {summary['kl_to_full_model']:.5f}")
     lines.append(f"agreement           {summary['agreement_with_full_model']:.4f}")
     lines.append(f"evaluated on        {summary.get('evaluated_on', '-')}")

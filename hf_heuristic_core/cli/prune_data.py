@@ -47,8 +47,9 @@ def check_split_flags(script: Any) -> None:
                          "seeded 10% of its rows, or point --dataset at a folder with one file per split.")
 
 
-def load_prune_data(script: Any, seed: int) -> PruneData:
-    """The training rows (after `--max_train_examples` and any held-out share) and the evaluation rows."""
+def load_prune_data(script: Any, seed: int, trained: str = "the mask was learned") -> PruneData:
+    """The training rows (after `--max_train_examples` and any held-out share) and the evaluation rows; `trained`
+    says what the training rows are for, in the description (`finetune`: "the model was trained")."""
     train = load_dataset_checked(script.dataset, script.dataset_config, script.train_split, "--dataset")
     if script.max_train_examples:
         train = train.select(range(min(script.max_train_examples, len(train))))
@@ -63,8 +64,8 @@ def load_prune_data(script: Any, seed: int) -> PruneData:
         parts = train.train_test_split(test_size=script.eval_fraction, seed=seed, shuffle=True)
         held, kept = parts["test"], parts["train"]
         return PruneData(kept, held, f"{len(held)} examples held out of {script.dataset} (--eval_fraction "
-                                     f"{script.eval_fraction}, a seeded random split with seed {seed}); the mask was "
-                                     f"learned on the other {len(kept)}")
+                                     f"{script.eval_fraction}, a seeded random split with seed {seed}); {trained} on "
+                                     f"the other {len(kept)}")
     count = min(DEFAULT_EVAL_EXAMPLES, len(train))
     return PruneData(train, None, f"the first {count} training examples, i.e. data the mask was learned on (pass "
                                   "--eval_fraction or --eval_split for held-out data)")

@@ -1,7 +1,9 @@
 """Saving, reloading and pushing slim models; a slim folder and a mask artifact refuse to pass for each other.
 
-`save_slim` writes the model (`save_pretrained`: safetensors + config with the layout) and a model card into a temp
-folder beside the target and renames it into place, so a failed save never leaves a half-written folder. It replaces
+`save_slim` writes the model (`save_pretrained`: safetensors + config with the layout), the tokenizer it is given
+and a model card into a temp folder beside the target and renames it into place, so a failed save never leaves a
+half-written folder; the folder and its files get the modes of an ordinary `save_pretrained` (the umask's), not the
+temp folder's private 0700 / 0600. It replaces
 only a previous slim export: a folder holding anything else is refused unless asked (and then nothing is deleted),
 and the mask artifact the model came from is never written over (before, export emptied the target folder, even
 when it was the masks folder).
@@ -22,7 +24,9 @@ from torch import nn
 
 from ..config import CONFIG_NAME as MASK_CONFIG_NAME
 from ..errors import ArtifactError, ExportError
+from ..io_utils import ordinary_permissions
 from .autoload import loads_after_import, restore_stock_classes, write_per_layer_schema
+from .shrink import shrink_notes
 from .slim import SLIM_KEY, parameter_count, rebuild_to_layout, slim_info
 
 __all__ = ["load_slim", "push_slim_to_hub", "save_slim", "slim_card_text"]
@@ -75,7 +79,8 @@ def slim_card_text(model: nn.Module) -> str:
         f"| ablation folded | {info['ablation']} |",
         f"| masks from | {info['source'].get('masks') or 'in-memory masks'} |",
         f"| loads with | {_loads_with(info)} |",
-        "", how, "", "```python", *load, "```", "",
+        "", how, "", *[f"**Not removed.** {note}" for note in shrink_notes(info)],
+        *([""] if shrink_notes(info) else []), "```python", *load, "```", "",
     ]
     return "\n".join(lines)
 
@@ -91,7 +96,10 @@ def _loads_with(info: dict[str, Any]) -> str:
 # Files a slim export writes (save_pretrained + card); a folder of only these (plus hidden files and the run record)
 # is a previous export that a new one may replace as a whole.
 SLIM_FILES = re.compile(r"^(config\.json|generation_config\.json|README\.md|model(-\d+-of-\d+)?\.safetensors|"
-                        r"model\.safetensors\.index\.json|hf_heuristic_core_run\.json)$")
+                        r"model\.safetensors\.index\.json|hf_heuristic_core_run\.json|"
+                        r"tokenizer\.json|tokenizer_config\.json|special_tokens_map\.json|added_tokens\.json|"
+                        r"vocab\.txt|vocab\.json|merges\.txt|tokenizer\.model|spiece\.model|"
+                        r"sentencepiece\.bpe\.model|chat_template\.(jinja|json))$")
 MODEL_FILES = re.compile(r"^(config\.json|.*\.safetensors|.*\.bin|.*\.index\.json|.*\.gguf)$")
 
 
@@ -127,9 +135,11 @@ def _check_not_source(model: nn.Module, target: Path) -> None:
                           "output folder.")
 
 
-def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bool = False,
+def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bool = False, tokenizer: Any = None,
               **save_kwargs: Any) -> Path:
-    """Write a slim model (from `export_slim`) and its card.
+    """Write a slim model (from `export_slim`), its card and `tokenizer` (any object with `save_pretrained`, e.g. the
+    source model's tokenizer: `transformers.pipeline(task, model=folder)` needs one in the folder). A generation
+    config the model carries is written by `save_pretrained`.
 
     Into a new or empty folder, or over a previous slim export, the folder appears complete or not at all (written
     beside it, then swapped in). A folder holding anything else is refused unless `overwrite=True`, which writes the
@@ -155,8 +165,11 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(temp, **save_kwargs)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(temp)
         write_per_layer_schema(temp / MODEL_CONFIG_NAME)
         (temp / "README.md").write_text(slim_card_text(model))
+        ordinary_permissions(temp)
         if state == "other":   # overwrite: file by file, each replaced atomically, nothing else touched
             for path in sorted(temp.iterdir(), key=lambda p: p.name == MODEL_CONFIG_NAME):   # config last
                 os.replace(path, target / path.name)
@@ -244,12 +257,14 @@ def load_slim(dir_or_repo_id: str | os.PathLike, model_class: Any = None, **hub_
 
 
 def push_slim_to_hub(model: nn.Module, repo_id: str, private: bool | None = None, token: str | None = None,
-                     commit_message: str = "Upload slim subnetwork", revision: str | None = None):
-    """Save into a temp folder and upload it as one commit (like the masks' `push_to_hub`)."""
+                     commit_message: str = "Upload slim subnetwork", revision: str | None = None,
+                     tokenizer: Any = None):
+    """Save into a temp folder (with `tokenizer`, if given) and upload it as one commit (like the masks'
+    `push_to_hub`)."""
     from huggingface_hub import HfApi
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
-        save_slim(model, Path(folder) / "slim")
+        save_slim(model, Path(folder) / "slim", tokenizer=tokenizer)
         return api.upload_folder(repo_id=repo_id, folder_path=str(Path(folder) / "slim"),
                                  commit_message=commit_message, revision=revision)

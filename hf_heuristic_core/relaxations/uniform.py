@@ -31,7 +31,7 @@ import torch
 
 from ..errors import UsageError
 
-__all__ = ["per_layer_counts", "uniform_masks"]
+__all__ = ["per_layer_counts", "uniform_masks", "uniform_sparsity_note"]
 
 
 def _units_per_layer(kind: Any) -> tuple[int, int, int]:
@@ -91,3 +91,26 @@ def uniform_masks(kinds: Mapping[str, Any], free: Mapping[str, torch.Tensor], sc
                                  "(whole key/value groups), or turn uniform_layers off.")
         out[name] = result
     return out
+
+
+def uniform_sparsity_note(kinds: Mapping[str, Any], uniform: Mapping[str, torch.Tensor], asked: float,
+                          reached: float, asked_what: str = "target") -> str | None:
+    """Why a uniform layout's sparsity `reached` differs from the `asked` one (the target, or what the free masks
+    pruned), in words, from the uniform masks' per-layer counts: each kind keeps the same count in every layer, in
+    whole key/value groups, and one-per-layer kinds (MLP blocks) are kept in every layer or in none. None when the
+    two agree to within one unit of the enabled kinds."""
+    total = sum(kinds[name].numel for name in uniform)
+    if not total or abs(reached - asked) * total < 1.0 - 1e-9:
+        return None
+    parts = []
+    for name, mask in uniform.items():
+        layers, groups, size = _units_per_layer(kinds[name])
+        title = kinds[name].title or name
+        kept_groups = int(round(float(mask.float().sum()))) // max(layers * size, 1)
+        if groups * size == 1:
+            parts.append(f"{title} in every layer or in none ({'all' if kept_groups else 'none'} kept)")
+            continue
+        grouping = f", in whole key/value groups of {size} query heads" if size > 1 else ""
+        parts.append(f"{title} {kept_groups * size} of {groups * size} per layer{grouping}")
+    return (f"uniform_layers moved the sparsity from the {asked_what} {asked:.4f} to {reached:.4f}: every layer keeps "
+            f"the same units: {'; '.join(parts)}; no such layout lies closer to the {asked_what}")

@@ -288,15 +288,9 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
 
 
 def _ensure_padding_token(tokenizer) -> None:
-    """Decoder tokenizers (Llama, SmolLM2, GPT-2) have no padding token, and batches of pairs need one: pad with the
-    end-of-sequence token, as their classifiers expect (the model's config learns the id in `_finetune`)."""
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise ValueError("The tokenizer has neither a padding nor an end-of-sequence token, so batches cannot be "
-                             "padded; save the model's tokenizer with a pad_token and pass that folder as --model.")
-        tokenizer.pad_token = tokenizer.eos_token
-        logger.info("The tokenizer has no padding token; padding with its end-of-sequence token %r.",
-                    tokenizer.eos_token)
+    """`finetuning.ensure_padding_token` (the study's batches of pairs need a padding token)."""
+    from ..finetuning import ensure_padding_token  # lazy: `--help` does not load it
+    ensure_padding_token(tokenizer)
 
 
 def _head(dataset, count: int):
@@ -304,21 +298,14 @@ def _head(dataset, count: int):
 
 
 def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, tokenizer, finetune_dir: Path) -> None:
+    """Fine-tune with `finetuning.finetune` (the same run as `hf-heuristic-core finetune`), tracking effective size
+    at every checkpoint."""
     import transformers
+
+    from ..finetuning import finetune, load_finetune_model  # lazy: `--help` does not load it
     from ..search.callback import EffectiveSizeCallback  # lazy: `--help` does not load it
-    import torch
-    # fp32 weights whatever the checkpoint stores: transformers 5 loads a bf16 checkpoint (SmolLM2, Llama) as bf16,
-    # and AdamW steps of lr 1e-5 on bf16 weights are mostly rounded away.
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(source, num_labels=args.num_labels,
-                                                                            dtype=torch.float32)
-    if model.config.pad_token_id is None:   # decoder classifiers read the last non-padding token: they need the id
-        model.config.pad_token_id = tokenizer.pad_token_id
-    # lazy: `--help` does not load it
-    from .checkpoints import KeepResumeStateInNewestCheckpoint, check_disk_for_checkpoints
-    need = check_disk_for_checkpoints(model, args.finetune_steps, args.checkpoint_every, finetune_dir)
-    logger.info("Fine-tuning will write %d checkpoints, %.1f GiB in all (%.1f GiB available).", need["checkpoints"],
-                need["total"] / 2**30, need["available"] / 2**30)
-    callbacks: list[Any] = [KeepResumeStateInNewestCheckpoint()]
+    model = load_finetune_model(source, "sequence_classification", args.num_labels, tokenizer)
+    callbacks: list[Any] = []
     if args.track_effective_size:
         callbacks.append(EffectiveSizeCallback(eval_sets, train_inputs, groups,
                                                **_search_arguments(args, finetune_dir, collator)))
@@ -327,14 +314,9 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
         learning_rate=args.finetune_learning_rate, warmup_steps=10, save_strategy="steps",
         save_steps=args.checkpoint_every, logging_steps=args.checkpoint_every, report_to="none",
         use_cpu=args.use_cpu, seed=args.seed, disable_tqdm=False)
-    trainer = transformers.Trainer(model=model, args=training_args, train_dataset=train, data_collator=collator,
-                                   callbacks=callbacks)
-    for callback in callbacks[1:]:
-        callback.bind(trainer)
     resume = any(finetune_dir.glob("checkpoint-*"))
-    trainer.train(resume_from_checkpoint=True if resume else None)
-    trainer.save_model(str(finetune_dir / "final"))
-    tokenizer.save_pretrained(str(finetune_dir / "final"))
+    finetune(model, training_args, train, tokenizer=tokenizer, data_collator=collator, callbacks=callbacks,
+             resume=True if resume else None, final_dir=finetune_dir / "final")
     _mark(finetune_dir / "final" / "done.json", {"steps": args.finetune_steps})
 
 

@@ -29,8 +29,8 @@ import torch
 from .losses import kl_to_teacher
 
 __all__ = ["CONVERGED", "ConvergenceReport", "INCONCLUSIVE", "MAX_KL_RATIO", "MAX_INIT_CORRELATION", "MIN_RANDOM_KL",
-           "NOT_CONVERGED", "check_convergence", "init_rank_correlation", "random_masks_like", "verdict_line",
-           "verdict_status"]
+           "NOT_CONVERGED", "check_convergence", "init_rank_correlation", "not_converged_advice",
+           "nothing_pruned_advice", "random_masks_like", "verdict_line", "verdict_status"]
 
 MAX_KL_RATIO = 0.5
 MIN_RANDOM_KL = 1e-3
@@ -116,13 +116,20 @@ def subnetwork_kls(forward: Callable[[dict], torch.Tensor], teacher: list[torch.
     return results
 
 
-def check_convergence(kl: float, random_kl: list[float], correlation: float | None, batches: int
+def check_convergence(kl: float, random_kl: list[float], correlation: float | None, batches: int,
+                      recipe: str | None = None, control: str = "lagrangian", nothing_pruned: str | None = None
                       ) -> ConvergenceReport:
-    """The verdict from the measurements (see the module docstring)."""
+    """The verdict from the measurements (see the module docstring). `recipe` and `control` (the run's recipe and
+    sparsity control) shape the advice, which never suggests the setting already in use. `nothing_pruned`: why the
+    final masks keep every unit (e.g. a fixed penalty too weak to prune anything), which makes the run not converged
+    whatever the KLs say (the subnetwork is the full model, so random ones of its size are too)."""
     median = statistics.median(random_kl)
     ratio = kl / median if median > 0 else None
     moved = correlation is None or correlation <= MAX_INIT_CORRELATION
     converged: bool | None
+    if nothing_pruned:
+        return ConvergenceReport(False, f"nothing was pruned: {nothing_pruned}", kl, median, ratio, correlation,
+                                 random_kl, len(random_kl), batches, nothing_pruned_advice(control))
     if median < MIN_RANDOM_KL:
         verdict = "inconclusive: random subnetworks of this size are faithful too"
         converged = None
@@ -142,13 +149,38 @@ def check_convergence(kl: float, random_kl: list[float], correlation: float | No
                   "hardly depend on the pruned units (an untrained classification head?). Prune a model that was "
                   "trained for its task, or judge the subnetwork on data where the full model's predictions vary.")
     elif not converged:
-        advice = ("The run was too short for its recipe: the masks barely moved from their initialization. Use "
-                  "PruningArguments(recipe='short') (init 3, expected-L0 penalty, multiplier lr 0.1) for runs of a "
-                  "few hundred steps, or train longer (the paper's recipe needs ~9000 steps)." if not moved else
-                  "Train longer, lower target_sparsity, or use recipe='short' for a short run; check that the "
-                  "training data exercises the behaviour you prune for.")
+        advice = not_converged_advice(moved, recipe, control)
     return ConvergenceReport(converged, verdict, kl, median, ratio, correlation, random_kl, len(random_kl), batches,
                              advice)
+
+
+def nothing_pruned_advice(control: str) -> str:
+    """What to change when the final masks keep every unit."""
+    if control == "penalty":
+        return ("The fixed penalty (sparsity_control='penalty') was too weak to prune any unit in this run: raise "
+                "penalty_weight (e.g. 10x), train longer, or set a target with sparsity_control='lagrangian' and "
+                "target_sparsity.")
+    return ("The final binarization kept every unit: use final_binarization='topk' (exactly target_sparsity of the "
+            "units pruned), lower final_threshold, or train longer.")
+
+
+def not_converged_advice(moved: bool, recipe: str | None, control: str) -> str:
+    """Advice for a run that did not converge, without the setting it already uses."""
+    if control == "penalty":
+        return ("The masks " + ("barely moved from their initialization" if not moved else
+                                "are no more faithful than random ones of their size") +
+                " under the fixed penalty: train longer, or change penalty_weight (a weaker penalty prunes less); "
+                "check that the training data exercises the behaviour you prune for.")
+    if not moved:
+        if recipe == "short":
+            return ("The masks barely moved from their initialization, even with the short recipe: train longer "
+                    "(more max_steps), or raise mask_learning_rate.")
+        return ("The run was too short for its recipe: the masks barely moved from their initialization. Use "
+                "PruningArguments(recipe='short') (init 3, expected-L0 penalty, multiplier lr 0.1) for runs of a "
+                "few hundred steps, or train longer (the paper's recipe needs ~9000 steps).")
+    shorter = "" if recipe == "short" else ", or use recipe='short' for a short run"
+    return (f"Train longer, lower target_sparsity{shorter}; check that the training data exercises the behaviour you "
+            "prune for.")
 
 
 def verdict_status(convergence: Mapping[str, Any] | None) -> str | None:
@@ -176,7 +208,7 @@ def verdict_line(convergence: Mapping[str, Any] | None) -> str:
     reason = reason.split(": ", 1)[1] if reason.startswith("inconclusive: ") else reason
     text = STATUS_WORDS[status] + ("" if reason in ("", "converged") else f": {reason}")
     kl, median = convergence.get("kl"), convergence.get("random_kl_median")
-    if kl is not None and median is not None:
+    if kl is not None and median is not None and not reason.startswith("nothing was pruned"):
         ratio = convergence.get("kl_ratio")
         text += (f" (KL {kl:.4g} against a median of {median:.4g} for {convergence.get('subnetworks', '?')} random "
                  f"subnetworks of the same size{f', {ratio:.3g}x' if ratio is not None else ''})")

@@ -26,14 +26,17 @@ from .convergence import (
     subnetwork_kls,
     verdict_line,
 )
+from ..relaxations.uniform import uniform_sparsity_note
 from .fingerprint import FINGERPRINT_KEY, checkpoint_of_this_run, run_fingerprint
 from .losses import kl_to_teacher
 
 logger = logging.getLogger(__name__)
 
 EXAMPLE_INDEX_COLUMN = "hhc_example_index"
+# Where the artifact's config (`extra`) and the run summary record a sparsity that a layout constraint moved.
+SPARSITY_CONSTRAINT_KEY = "sparsity_constraint"
 
-__all__ = ["EXAMPLE_INDEX_COLUMN", "SubnetworkJudging"]
+__all__ = ["EXAMPLE_INDEX_COLUMN", "SPARSITY_CONSTRAINT_KEY", "SubnetworkJudging"]
 
 
 class SubnetworkJudging:
@@ -57,9 +60,17 @@ class SubnetworkJudging:
             output.metrics["convergence_status"] = report["convergence"]["status"]
         return output
 
-    def final_masks(self) -> dict[str, torch.Tensor]:
-        """The subnetwork of the current logits: top-k at the target sparsity, or the paper's threshold rule."""
+    def final_masks(self, uniform: bool | None = None) -> dict[str, torch.Tensor]:
+        """The subnetwork of the current logits: top-k at the target sparsity, or the paper's threshold rule.
+        `uniform=False` gives the masks without `PruningConfig.uniform_layers` (what the constraint moved)."""
         prunable = self.prunable
+        if uniform is not None and uniform != prunable.pruning_config.uniform_layers:
+            previous_uniform = prunable.pruning_config.uniform_layers
+            prunable.pruning_config.uniform_layers = uniform
+            try:
+                return self.final_masks()
+            finally:
+                prunable.pruning_config.uniform_layers = previous_uniform
         if self.args.final_binarization == "threshold":
             previous = (prunable.pruning_config.binarization, prunable.pruning_config.threshold)
             prunable.pruning_config.binarization = "threshold"
@@ -79,6 +90,13 @@ class SubnetworkJudging:
         report = prunable.sparsity_report(masks)
         prunable.pruning_config.extra["recipe"] = {"name": self.recipe.name, "requested": self.args.recipe,
                                                    "filled_in": dict(self.recipe_settings)}
+        constraint = self.sparsity_constraint(masks, report)
+        if constraint is not None:
+            prunable.pruning_config.extra[SPARSITY_CONSTRAINT_KEY] = constraint
+            report[SPARSITY_CONSTRAINT_KEY] = constraint
+            logger.warning("%s.", constraint["reason"])
+        else:
+            prunable.pruning_config.extra.pop(SPARSITY_CONSTRAINT_KEY, None)
         if self.args.convergence_check:
             self.convergence = self.judge(masks)
             report["convergence"] = self.convergence.to_dict()
@@ -91,9 +109,44 @@ class SubnetworkJudging:
                                self.convergence.advice)
         if self.args.should_save:
             prunable.save_pretrained(self.args.output_dir)
-        logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],
-                    report["units_total"], report["sparsity"], self.args.target_sparsity)
+        if self.objective.control == "penalty":   # no target applies: say what the penalty left
+            logger.info("Final masks: %d of %d units kept, sparsity %.4f (sparsity_control='penalty' has no target).",
+                        report["units_kept"], report["units_total"], report["sparsity"])
+        else:
+            logger.info("Final masks: %d of %d units kept, sparsity %.4f (target %.4f).", report["units_kept"],
+                        report["units_total"], report["sparsity"], self.args.target_sparsity)
         return report
+
+    def sparsity_constraint(self, masks: dict[str, torch.Tensor], report: dict[str, Any]) -> dict[str, Any] | None:
+        """When `uniform_layers` moved the sparsity away from what the run asked for (the target; under a fixed
+        penalty or the threshold rule, what the free masks pruned): the two sparsities and the cause in words
+        (`relaxations.uniform.uniform_sparsity_note`). None when there is no constraint or it moved nothing."""
+        prunable = self.prunable
+        if not prunable.pruning_config.uniform_layers:
+            return None
+        by_target = self.objective.control != "penalty" and self.args.final_binarization == "topk"
+        free = prunable.sparsity_report(self.final_masks(uniform=False))["sparsity"]
+        asked = float(self.args.target_sparsity) if by_target else free
+        enabled = {kind: masks[kind] for kind in prunable.enabled_kinds()}
+        reason = uniform_sparsity_note(prunable.kinds, enabled, asked, report["sparsity"],
+                                       "target" if by_target else "free masks' sparsity")
+        if reason is None:
+            return None
+        return {"constraint": "uniform_layers", "asked": asked, "asked_what": "target" if by_target else "free masks",
+                "free_sparsity": free, "sparsity": report["sparsity"], "reason": reason}
+
+    def _nothing_pruned(self, masks: dict[str, torch.Tensor]) -> str | None:
+        """Why the final masks keep every unit, when they do and the run asked for pruning (None otherwise)."""
+        report = self.prunable.sparsity_report(masks)
+        if report["units_kept"] < report["units_total"]:
+            return None
+        if self.objective.control == "penalty":
+            return (f"the fixed penalty (sparsity_control='penalty', penalty_weight {self.objective.penalty_weight:g})"
+                    " left every unit")
+        if self.args.final_binarization == "threshold" and self.args.target_sparsity > 0:
+            return (f"final_binarization='threshold' (final_threshold {self.args.final_threshold:g}) kept every "
+                    f"unit, where target_sparsity was {self.args.target_sparsity:g}")
+        return None
 
     @torch.no_grad()
     def judge(self, masks: dict[str, torch.Tensor]):
@@ -116,7 +169,8 @@ class SubnetworkJudging:
         # A warm start begins from a chosen ranking: keeping it is a result there, not a sign of a stalled run.
         correlation = init_rank_correlation(self.initial_logits, dict(prunable.mask_logits.items())) \
             if self.initial_logits and not getattr(self.args, "warm_start_scores", None) else None
-        return check_convergence(kls[0], kls[1:], correlation, len(batches))
+        return check_convergence(kls[0], kls[1:], correlation, len(batches), recipe=self.recipe.name,
+                                 control=self.objective.control, nothing_pruned=self._nothing_pruned(masks))
 
     def _judging_batches(self, count: int) -> list[dict[str, torch.Tensor]]:
         dataset = self.eval_dataset if self.eval_dataset is not None else self.train_dataset

@@ -383,15 +383,17 @@ class PruningTrainer(SubnetworkJudging, Trainer):
         return {key: float(value) / weight for key, value in zip(keys, totals[:-1])}
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-        """Add target, sampled and expected sparsity, lambda1, lambda2 and KL to every training log."""
+        """Add target, sampled and expected sparsity, lambda1, lambda2 and KL to every training log (under a fixed
+        penalty no target or multiplier: none applies)."""
         if "loss" in logs and self._running_count:
             means = self._running_means()
             logs["kl"] = means["kl"]
             logs["sparsity_sampled"] = means["sampled"]
             logs["sparsity_expected"] = means["expected"]
-            logs["sparsity_target"] = self.current_target()
-            logs["lambda_1"] = float(self.lagrangian.lambda_1.detach())
-            logs["lambda_2"] = float(self.lagrangian.lambda_2.detach())
+            if self.objective.control != "penalty":   # a fixed penalty has no target and no multipliers
+                logs["sparsity_target"] = self.current_target()
+                logs["lambda_1"] = float(self.lagrangian.lambda_1.detach())
+                logs["lambda_2"] = float(self.lagrangian.lambda_2.detach())
             logs.update({key: means[key] for key in ("task_loss", "penalty") if key in means})
             self._running, self._running_count = {}, 0
             self._running_weight = 0.0

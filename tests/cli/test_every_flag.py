@@ -38,11 +38,13 @@ def _specs():
     from hf_heuristic_core.cli.circuit import CircuitArguments, parse_circuit_args
     from hf_heuristic_core.cli.effective_size import EffectiveSizeArguments
     from hf_heuristic_core.cli.export import ExportScriptArguments
+    from hf_heuristic_core.cli.finetune import FinetuneScriptArguments, parse_finetune_arguments
     from hf_heuristic_core.cli.induce import InductionArguments
     from hf_heuristic_core.cli.prune import PruneScriptArguments, parse_prune_arguments
     from hf_heuristic_core.cli.subtasks import SubtasksArguments
     from hf_heuristic_core.study.run import StudyArguments
     from hf_heuristic_core.training.arguments import PruningArguments
+    from transformers import TrainingArguments
 
     def plain(dataclass_type):
         return lambda argv: HfArgumentParser(dataclass_type).parse_args_into_dataclasses(args=argv)
@@ -54,6 +56,9 @@ def _specs():
                   _source("cli/prune.py", "cli/prune_data.py", "cli/checks.py", "training/*.py",
                           "relaxations/*/relaxation.py", "granularity/*/granularity.py", "model.py"),
                   ["--model", "{model}", "--dataset", "d.jsonl", "--output_dir", "out"], parse_prune_arguments),
+        "finetune": ((FinetuneScriptArguments, TrainingArguments),
+                     _source("cli/finetune.py", "cli/prune_data.py", "cli/checks.py", "finetuning.py"),
+                     ["--model", "{model}", "--dataset", "d.jsonl", "--output_dir", "out"], parse_finetune_arguments),
         "export": ((ExportScriptArguments,), _source("cli/export.py", "cli/export_checks.py"),
                    ["--model", "m", "--masks", "k", "--output_dir", "o"], plain(ExportScriptArguments)),
         "subtasks": ((SubtasksArguments,), _source("cli/subtasks.py"), ["--masks", "a", "b", "--output_dir", "o"],
@@ -101,7 +106,7 @@ VALUES = {
     "mask_target_modules": ("wte", "wte"), "action": ("attribute", "attribute"),
     "method": ("patching", "patching"), "sizes": ("curve", "curve"), "edges": ("none", "none"),
     "random_seeds": ("4,5", "4,5"), "teacher_logits_dtype": ("bfloat16", "bfloat16"), "config": (None, None),
-    "tf32": ("true", True),
+    "tf32": ("true", True), "optim_target_modules": ("x", None), "eval_strategy": ("steps", "steps"),
 }
 # Flags whose value cannot be parsed here, and why (they are still checked for being read).
 NOT_PARSED_HERE = {"deepspeed": "TrainingArguments loads the deepspeed package to parse it (not installed)",
@@ -113,11 +118,12 @@ NOT_PARSED_HERE = {"deepspeed": "TrainingArguments loads the deepspeed package t
                    "liger_kernel_config": "typed dict only: HfArgumentParser cannot parse it from any command line"}
 # Flags that are only valid together with another one.
 COMPANIONS = {"bf16": ["--use_cpu", "true"], "dataloader_prefetch_factor": ["--dataloader_num_workers", "1"],
+              "bf16_full_eval": ["--use_cpu", "true"], "load_best_model_at_end": ["--eval_strategy", "steps"],
               # A relaxation's constants are refused for another relaxation (they would change nothing).
               **dict.fromkeys(("cs_init", "cs_beta", "cs_beta_max"), ["--relaxation", "continuous_sparsification"]),
               **dict.fromkeys(("gumbel_init_prob", "gumbel_tau"), ["--relaxation", "gumbel_sigmoid"])}
 # TrainingArguments flags the stock Trainer reads only inside TrainingArguments itself (derived settings).
-READ_BY_TRAINING_ARGUMENTS = {"logging_steps", "save_steps", "use_cpu", "log_level", "log_level_replica",
+READ_BY_TRAINING_ARGUMENTS = {"logging_steps", "save_steps", "eval_steps", "use_cpu", "log_level", "log_level_replica",
                               "log_on_each_node", "ddp_backend", "ddp_timeout", "tf32", "gradient_checkpointing",
                               "per_device_eval_batch_size", "local_rank", "gradient_checkpointing_kwargs"}
 
@@ -169,27 +175,30 @@ def test_every_subcommand_is_walked():
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
 def test_every_flag_reaches_its_dataclass_and_acts_or_is_refused(command, tmp_path, monkeypatch):
-    from hf_heuristic_core.cli.prune import REFUSED_FLAGS
+    from hf_heuristic_core.cli.finetune import REFUSED_FLAGS as FINETUNE_REFUSED
+    from hf_heuristic_core.cli.prune import REFUSED_FLAGS as PRUNE_REFUSED
+    refused = {"prune": PRUNE_REFUSED, "finetune": FINETUNE_REFUSED}.get(command, {})
+    trains = command in ("prune", "finetune")   # commands that take every TrainingArguments flag
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
     (tmp_path / "model" / "x").write_text("")   # --gguf_file x
     types, source, required, parse = _specs()[command]
     required = [a.replace("{model}", str(tmp_path / "model")) for a in required]
-    trainer_source = _training_reads() if command == "prune" else ""
+    trainer_source = _training_reads() if trains else ""
     from transformers import TrainingArguments
     training_fields = {f.name for f in dataclasses.fields(TrainingArguments)}
     # Flags the package defines (all of them, but for prune the TrainingArguments ones, which the Trainer reads).
     own = {f.name for t in types for f in dataclasses.fields(t)}
-    if command == "prune":
+    if trains:
         own -= training_fields
     silent, unparsed = [], []
     for dataclass_type in types:
         for field in dataclasses.fields(dataclass_type):
             if not field.init or field.name in ("config",):
                 continue
-            if command == "prune" and field.name in REFUSED_FLAGS:
-                with pytest.raises(UsageError, match=re.escape(f"--{field.name} is not used by prune")):
+            if field.name in refused:
+                with pytest.raises(UsageError, match=re.escape(f"--{field.name} is not used by {command}")):
                     parse([*required, f"--{field.name}", "1"])
                 continue
             text, expected = _value(field, _annotation(dataclass_type, field.name))
@@ -199,7 +208,7 @@ def test_every_flag_reaches_its_dataclass_and_acts_or_is_refused(command, tmp_pa
             if field.name == "output_dir" and "--output_dir" in required:
                 argv = [a for a in required] + []
                 argv[argv.index("--output_dir") + 1] = text
-            if field.name == "model" and command == "prune":
+            if field.name == "model" and trains:
                 continue   # required and checked above (a missing folder is refused, see test_workflows)
             if field.name in NOT_PARSED_HERE:
                 parsed = None
