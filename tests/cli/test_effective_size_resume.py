@@ -1,6 +1,7 @@
 """`hf-heuristic-core effective-size` killed with SIGKILL after its first checkpoint and started again gives the same
 results file as an uninterrupted run: results are stored per checkpoint (atomically), and a restart computes only the
-checkpoints not yet stored. Real subprocesses, a tiny BERT with the MiniLM tokenizer, two pruning seeds."""
+checkpoints not yet stored. The killed run and its restart are real subprocesses; the uninterrupted run is made in
+this process (single-threaded, as the subprocesses are). A tiny BERT with the MiniLM tokenizer, two pruning seeds."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import transformers
+from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 from tiny_models import tiny_bert_classifier as tiny_bert
+
+from hf_heuristic_core.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = (4, 8, 12)
@@ -58,14 +63,13 @@ def comparable(path: Path) -> dict:
     return data
 
 
-def test_sigkilled_run_resumed_equals_an_uninterrupted_one(tmp_path, minilm_dir):
+@pytest.mark.usefixtures("one_torch_thread")
+def test_sigkilled_run_resumed_equals_an_uninterrupted_one(tmp_path, minilm_dir, capsys):
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
     straight = make_run(tmp_path / "straight", tokenizer)
     killed = make_run(tmp_path / "killed", tokenizer)
 
-    finished = subprocess.run(command(straight), env=environment(), capture_output=True, text=True, timeout=600,
-                              check=False)
-    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert main(["effective-size", str(straight), *FLAGS]) == 0, capsys.readouterr().err[-3000:]
     assert done_steps(straight / "effective_size.json") == list(STEPS)
 
     results = killed / "effective_size.json"

@@ -1,5 +1,8 @@
 """`hf-heuristic-core prune --resume_from_checkpoint`: a run SIGKILLed mid-training and resumed from its checkpoint
-ends with the masks of an uninterrupted run, bit for bit; `--seed` alone decides the masks; bad values fail early."""
+ends with the masks of an uninterrupted run, bit for bit; `--seed` alone decides the masks; bad values fail early.
+
+The uninterrupted run is made in this process (single-threaded, as the fresh processes are with OMP_NUM_THREADS=1);
+a second uninterrupted run, the killed run and its resumption are fresh processes (the process is what is tested)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 
 from hf_heuristic_core.cli import main
 from hf_heuristic_core.errors import PruningError
@@ -74,12 +79,13 @@ def _whole(checkpoint) -> bool:
     return True
 
 
-def test_sigkilled_prune_resumes_to_the_uninterrupted_masks(tiny_run_inputs, tmp_path):
+@pytest.mark.usefixtures("one_torch_thread")
+def test_sigkilled_prune_resumes_to_the_uninterrupted_masks(tiny_run_inputs, tmp_path, capsys):
     model, data = tiny_run_inputs
-    _cli(_command(model, data, tmp_path / "whole"))
+    assert main(_command(model, data, tmp_path / "whole")) == 0, capsys.readouterr().err[-3000:]
     whole = _artifact(tmp_path / "whole")
 
-    # Same seed in a fresh process: the same masks (the seed alone decides the run).
+    # Same seed in a fresh process: the same masks (the seed alone decides the run, not the process).
     _cli(_command(model, data, tmp_path / "again"))
     assert _artifact(tmp_path / "again") == whole
 
