@@ -441,7 +441,8 @@ def resolve_task(script: PruneScriptArguments, config: Any = None) -> str:
     if "ForSequenceClassification" in names:
         return "sequence_classification"
     model_type = getattr(config, "model_type", None)
-    if script.gguf_file and _is_decoder_type(model_type):
+    from ..artifacts import is_decoder_type  # lazy: `--help` does not load it
+    if script.gguf_file and is_decoder_type(model_type):
         return "causal_lm"
     what = f"the GGUF architecture {model_type!r}" if script.gguf_file else \
         f"config.architectures {names.split() or None}"
@@ -449,12 +450,6 @@ def resolve_task(script: PruneScriptArguments, config: Any = None) -> str:
                      "--task causal_lm, sequence_classification or token_classification (a classification head "
                      "missing from the checkpoint starts random, and pruning an untrained head gives inconclusive "
                      "verdicts: fine-tune it first).")
-
-
-def _is_decoder_type(model_type: str | None) -> bool:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    encoders = {"bert", "roberta", "xlm-roberta", "electra", "camembert", "nomic_bert", "t5", "modernbert"}
-    return bool(model_type) and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in encoders
 
 
 UNIT_WORDS = {"heads": "heads", "mlps": "MLPs", "neurons": "MLP neurons"}

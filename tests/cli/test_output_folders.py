@@ -72,6 +72,12 @@ def _prune(i: Inputs) -> list[Case]:
                   OUT], {"--model": model, "--dataset": data}, other_kind="study")]
 
 
+def _finetune(i: Inputs) -> list[Case]:
+    model, data = i.model(), i.data()
+    return [Case(["finetune", "--model", str(model), "--dataset", str(data), "--output_dir", OUT],
+                 {"--model": model, "--dataset": data}, other_kind="prune")]
+
+
 def _export(i: Inputs) -> list[Case]:
     model, masks = i.model(), i.folder("masks", {"pruning_config.json": "{}"})
     return [Case(["export", "--model", str(model), "--masks", str(masks), "--output_dir", OUT],
@@ -137,7 +143,7 @@ def _circuit(i: Inputs) -> list[Case]:
 
 # One row per subcommand: how to run it, and what it reads.
 CASES: dict[str, Callable[[Inputs], list[Case]]] = {
-    "prune": _prune, "export": _export, "subtasks": _subtasks, "induce": _induce, "analyze": _analyze,
+    "finetune": _finetune, "prune": _prune, "export": _export, "subtasks": _subtasks, "induce": _induce, "analyze": _analyze,
     "effective-size": _effective_size, "study": _study, "circuit": _circuit,
 }
 
