@@ -2,11 +2,14 @@
 
     python benchmarks/bench_test_suite.py --run --output benchmarks/results_test_suite.json   # runs the suite
     python benchmarks/bench_test_suite.py --junit report.xml --output results.json            # an existing report
+    python benchmarks/bench_test_suite.py --junit report.xml --write-durations                # tests/durations.json
 
 `--run` runs `python -m pytest -n 2 tests` (the README's command, after its install step) with
 `--junitxml` and times the whole command (wall clock). The summary: wall time, the sum of the test times (each test's
 setup + call + teardown, as pytest's JUnit report counts them), the time per test folder and per file, and the
 slowest tests. Printed as Markdown tables for docs/benchmarks/test_suite.md; `--output` keeps the numbers as JSON.
+`--write-durations` stores the seconds per test file in tests/durations.json, from which tests/conftest.py starts the
+longest files first (a stale file only makes the two workers finish less evenly).
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ def main() -> int:
     parser.add_argument("--junit", type=Path, help="an existing JUnit XML report")
     parser.add_argument("--slowest", type=int, default=30)
     parser.add_argument("--output", type=Path, help="write the numbers as JSON")
+    parser.add_argument("--write-durations", action="store_true",
+                        help="store the seconds per test file in tests/durations.json (the order tests/conftest.py "
+                             "runs the files in)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
     run = None
@@ -92,6 +98,12 @@ def main() -> int:
     print(markdown(summary))
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
+    if args.write_durations:
+        per_file: collections.Counter = collections.Counter()
+        for seconds, path, _ in read_cases(junit):
+            per_file[path] += seconds
+        (ROOT / "tests" / "durations.json").write_text(
+            json.dumps({path: round(value, 1) for path, value in sorted(per_file.items())}, indent=1) + "\n")
     return 0
 
 

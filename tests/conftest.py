@@ -1,4 +1,5 @@
-"""Test-wide settings: offline Hub, one torch thread per xdist worker, real-model fixtures."""
+"""Test-wide settings: offline Hub, one torch thread per xdist worker, the longest test files first, real-model
+fixtures."""
 
 from __future__ import annotations
 
@@ -17,6 +18,27 @@ import torch  # noqa: E402
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+
+# Seconds each test file took in the last full measurement (benchmarks/bench_test_suite.py --write-durations).
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+UNKNOWN_FILE_SECONDS_PER_TEST = 1.0
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The longest test files first, each file's tests together and in their own order. With `--dist loadfile
+    --no-loadscope-reorder` (setup.cfg) each xdist worker takes the next file when it runs dry, so the long files
+    start at once and the short ones fill the gaps: both workers finish together. A file the durations do not
+    know counts one second per test."""
+    import json
+    try:
+        seconds = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return
+    import collections
+    counts = collections.Counter(item.nodeid.split("::")[0] for item in items)   # paths relative to the rootdir
+    weight = {path: seconds.get(path, UNKNOWN_FILE_SECONDS_PER_TEST * count) for path, count in counts.items()}
+    order = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (-weight[item.nodeid.split("::")[0]], item.nodeid.split("::")[0], order[id(item)]))
 
 
 @pytest.fixture(scope="session")

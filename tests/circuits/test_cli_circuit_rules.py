@@ -1,7 +1,7 @@
 """`hf-heuristic-core circuit` under the output-folder rules, with its task taken right (a GGUF Llama is a causal LM)
 and its scores checked against the model's shape. The cases of the new-user trial (#36): an export over its own
 importance file, into its mask artifact, into a slim model's folder; a SmolLM2-shaped importance file exported with
-another model's --model; faithfulness of the README's GGUF causal LM (tiny GGUF here; the real one in the slow test)."""
+another model's --model; faithfulness of the README's GGUF causal LM (a tiny GGUF here; the real SmolLM2 in the slow test)."""
 
 from __future__ import annotations
 
@@ -184,12 +184,14 @@ def test_attribute_and_faithfulness_run_on_a_gguf_causal_lm(files, tmp_path, cap
 
 
 @pytest.mark.slow
-def test_faithfulness_on_the_readmes_smollm2_gguf(smollm2_file, tmp_path, capsys):
-    """The shipped SmolLM2 GGUF from the command line, --task auto (~10-40 s to read the file)."""
-    folder, name = smollm2_file
+def test_faithfulness_on_the_readmes_smollm2(smollm2_dir, tmp_path, capsys):
+    """The README's SmolLM2-135M from the command line, --task auto, IOI prompts through its real tokenizer. Its
+    weights come from the shipped GGUF, read once per session (`smollm2_dir`): reading the file takes the circuit
+    command three parses of 15-60 s each, and what is GGUF-specific (a config naming no class read as the causal LM
+    it is, the tokenizer and weights read with --gguf_file) is the tiny-GGUF test above."""
     scores = {"heads": torch.rand(30, 9, generator=torch.Generator().manual_seed(0)), "mlps": torch.rand(30)}
     export_mib_circuits(tmp_path / "rank", MibConfig(30, 9, 576), scores, sizes=[])
-    code, text = _run(["circuit", "faithfulness", "--model", folder, "--gguf_file", name, "--dataset", "ioi",
+    code, text = _run(["circuit", "faithfulness", "--model", smollm2_dir, "--dataset", "ioi",
                        "--num_examples", "4", "--batch_size", "4", "--ablation", "zero", "--random_seeds", "",
                        "--scores", tmp_path / "rank" / "importances.json", "--output_dir", tmp_path / "curves"],
                       capsys)
