@@ -83,6 +83,30 @@ MAX_LENGTH = 40
 
 
 @pytest.fixture(scope="session")
+def tiny_bert_nli(tmp_path_factory, minilm_dir) -> Path:
+    """A folder with `model/` (a random 2-layer BERT classifier, hidden 32, 4 heads, intermediate 37, no dropout,
+    seed 0, saved with MiniLM's tokenizer) and `train.jsonl` (96 generated NLI pairs): the command-line tests' model
+    and data, built once per session (`shared_builds`). Read-only."""
+    from shared_builds import build_once
+
+    def build(folder: Path) -> None:
+        import transformers
+
+        from hf_heuristic_core import generate_nli
+        tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
+        config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_attention_heads=4,
+                                         num_hidden_layers=2, intermediate_size=37, max_position_embeddings=64,
+                                         num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        torch.manual_seed(0)
+        transformers.BertForSequenceClassification(config).save_pretrained(folder / "model")
+        tokenizer.save_pretrained(folder / "model")
+        generate_nli(train_size=96, id_eval_size=8, ood_eval_size_per_subcase=1, seed=0)["train"].to_json(
+            str(folder / "train.jsonl"))
+
+    return build_once(tmp_path_factory, "tiny-bert-nli", build)
+
+
+@pytest.fixture(scope="session")
 def nli_data():
     """Generated HANS-style NLI data (train 1024, id_eval 256, ood_eval 20 per subcase)."""
     from hf_heuristic_core import generate_nli

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 
 from hf_heuristic_core.cli import main
@@ -25,22 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def tiny_run_inputs(tmp_path_factory, minilm_dir):
-    """A tiny random BERT classifier with MiniLM's tokenizer, and 96 generated NLI pairs as jsonl."""
-    import torch
-    import transformers
-    from hf_heuristic_core import generate_nli
-    folder = tmp_path_factory.mktemp("tiny-cli")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_attention_heads=4,
-                                     num_hidden_layers=2, intermediate_size=37, max_position_embeddings=64,
-                                     num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    torch.manual_seed(0)
-    transformers.BertForSequenceClassification(config).save_pretrained(folder / "model")
-    tokenizer.save_pretrained(folder / "model")
-    data = generate_nli(train_size=96, id_eval_size=8, ood_eval_size_per_subcase=1, seed=0)["train"]
-    data.to_json(str(folder / "train.jsonl"))
-    return folder / "model", folder / "train.jsonl"
+def tiny_run_inputs(tiny_bert_nli):
+    """A tiny random BERT classifier with MiniLM's tokenizer, and 96 generated NLI pairs as jsonl (the session's
+    shared `tiny_bert_nli`)."""
+    return tiny_bert_nli / "model", tiny_bert_nli / "train.jsonl"
 
 
 def _command(model: Path, data: Path, output: Path, *extra: str) -> list[str]:

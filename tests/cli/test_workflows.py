@@ -15,22 +15,10 @@ from hf_heuristic_core.run_folder import read_record
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory, minilm_dir):
-    """A tiny random BERT classifier with MiniLM's tokenizer, and 96 generated NLI pairs as one jsonl file."""
-    import transformers
-
-    from hf_heuristic_core import generate_nli
-    folder = tmp_path_factory.mktemp("workflows")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_attention_heads=4,
-                                     num_hidden_layers=2, intermediate_size=37, max_position_embeddings=64,
-                                     num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    torch.manual_seed(0)
-    transformers.BertForSequenceClassification(config).save_pretrained(folder / "model")
-    tokenizer.save_pretrained(folder / "model")
-    generate_nli(train_size=96, id_eval_size=8, ood_eval_size_per_subcase=1, seed=0)["train"].to_json(
-        str(folder / "train.jsonl"))
-    return folder
+def tiny(tiny_bert_nli):
+    """A tiny random BERT classifier with MiniLM's tokenizer (`model/`), and 96 generated NLI pairs as one jsonl
+    file (`train.jsonl`): the session's shared `tiny_bert_nli` folder (read-only)."""
+    return tiny_bert_nli
 
 
 def _prune(tiny: Path, output: Path, *extra: str) -> list[str]:
