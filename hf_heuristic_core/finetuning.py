@@ -101,10 +101,9 @@ def _ordinary_permissions_callback():
 
 def finetune(model: Any, args: Any, train_dataset: Any, *, tokenizer: Any, data_collator: Any = None,
              eval_dataset: Any = None, callbacks: Sequence[Any] = (), resume: str | bool | None = None,
-             compute_metrics: Any = None, tokenizer_in_checkpoints: bool = False,
-             final_dir: str | os.PathLike | None = None):
+             compute_metrics: Any = None, tokenizer_in_checkpoints: bool = False):
     """Train `model` with the stock `Trainer` (see the module docstring) and save the final model with its tokenizer
-    into `final_dir` (default `args.output_dir/final`); returns the trainer. Callbacks with a `bind(trainer)`
+    into `args.output_dir/final` (where prune and effective-size look for it); returns the trainer. Callbacks with a `bind(trainer)`
     method (the effective-size tracker) are bound before training. `tokenizer_in_checkpoints` saves the tokenizer
     into every `checkpoint-*` as well, so each one loads on its own."""
     import transformers
@@ -124,7 +123,7 @@ def finetune(model: Any, args: Any, train_dataset: Any, *, tokenizer: Any, data_
         if hasattr(callback, "bind"):
             callback.bind(trainer)
     trainer.train(resume_from_checkpoint=resume)
-    final = Path(final_dir) if final_dir is not None else Path(args.output_dir) / FINAL_DIR
+    final = Path(args.output_dir) / FINAL_DIR
     trainer.save_model(str(final))
     tokenizer.save_pretrained(str(final))
     if args.should_save:   # also checkpoints an interrupted earlier run saved before it could fix them

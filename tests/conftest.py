@@ -25,8 +25,8 @@ UNKNOWN_FILE_SECONDS_PER_TEST = 1.0
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The longest test files first, each file's tests together and in their own order. With `--dist loadfile
-    --no-loadscope-reorder` (setup.cfg) each xdist worker takes the next file when it runs dry, so the long files
+    """The longest test files first, each file's tests together and in their own order. With whole files per worker
+    in this order (`pytest_xdist_make_scheduler` below) each xdist worker takes the next file when it runs dry, so the long files
     start at once and the short ones fill the gaps: both workers finish together. A file the durations do not
     know counts one second per test."""
     import json
@@ -39,6 +39,18 @@ def pytest_collection_modifyitems(session, config, items):
     weight = {path: seconds.get(path, UNKNOWN_FILE_SECONDS_PER_TEST * count) for path, count in counts.items()}
     order = {id(item): index for index, item in enumerate(items)}
     items.sort(key=lambda item: (-weight[item.nodeid.split("::")[0]], item.nodeid.split("::")[0], order[id(item)]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under -n 2 each worker takes whole test files (module fixtures built once), in the collected order (longest
+    first): xdist's `--dist loadfile --no-loadscope-reorder`. Chosen here, not in setup.cfg's addopts, so a run with
+    `-p no:xdist` (tests/gpu) still parses; an explicit `--dist` other than the default `load` is respected."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+    config.option.loadscopereorder = False
+    return LoadFileScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._keywords import settings_from_keywords
 from ..io_utils import atomic_write_text
 from .faithfulness import CurveSettings, FaithfulnessCurve, faithfulness_curves
-from .ranking import MIB_CURVE_SIZES, random_scores, size_label
+from .ranking import random_scores, size_label
 from ..plotting.circuits import plot_faithfulness_curves
 from .sources import load_unit_scores
 
@@ -32,21 +33,20 @@ RANDOM_GROUP = "random ranking"
 
 
 def curves_document(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str, Any]],
-                    groups: Mapping[str, str] | None = None, *, ablation: str | None = None,
-                    random_seeds: Sequence[int] = (0, 1, 2), sizes: Sequence[float] = MIB_CURVE_SIZES,
-                    batch_size: int = 16, collate_fn: Any = None, description: Mapping[str, Any] | None = None,
-                    absolute: bool = False) -> dict[str, Any]:
-    """Curves of `rankings` (name -> scores by kind) and of random rankings, with each curve's group; `absolute`
-    ranks by |score| (MIB's --absolute)."""
+                    groups: Mapping[str, str] | None = None, settings: CurveSettings | None = None, *,
+                    random_seeds: Sequence[int] = (0, 1, 2), batch_size: int = 16, collate_fn: Any = None,
+                    description: Mapping[str, Any] | None = None, **keywords: Any) -> dict[str, Any]:
+    """Curves of `rankings` (name -> scores by kind) and of random rankings, with each curve's group. The curve
+    `settings` (ablation, sizes, `absolute` = rank by |score| as MIB's --absolute) travel as one `CurveSettings`;
+    its fields are also accepted as keywords."""
+    settings = settings_from_keywords("curves_document", CurveSettings, settings, keywords)
     groups = dict(groups or {name: name for name in rankings})
     everything = dict(rankings)
     for seed in random_seeds:
         name = f"random-seed{seed}"
         everything[name] = random_scores(prunable.mask_shapes(), seed)
         groups[name] = RANDOM_GROUP
-    curves = faithfulness_curves(prunable, data, everything, CurveSettings(ablation=ablation, sizes=sizes,
-                                                                           absolute=absolute),
-                                 batch_size=batch_size, collate_fn=collate_fn)
+    curves = faithfulness_curves(prunable, data, everything, settings, batch_size=batch_size, collate_fn=collate_fn)
     first = next(iter(curves.values()))
     return {"metric": first.metric, "ablation": first.ablation, "sizes": list(first.sizes), "m_full": first.m_full,
             "m_empty": first.m_empty, "examples": first.examples, "n_units": first.n_units,

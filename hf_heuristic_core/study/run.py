@@ -302,7 +302,7 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
     at every checkpoint."""
     import transformers
 
-    from ..finetuning import finetune, load_finetune_model  # lazy: `--help` does not load it
+    from ..finetuning import FINAL_DIR, finetune, load_finetune_model  # lazy: `--help` does not load it
     from ..search.callback import EffectiveSizeCallback  # lazy: `--help` does not load it
     model = load_finetune_model(source, "sequence_classification", args.num_labels, tokenizer)
     callbacks: list[Any] = []
@@ -316,8 +316,8 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
         use_cpu=args.use_cpu, seed=args.seed, disable_tqdm=False)
     resume = any(finetune_dir.glob("checkpoint-*"))
     finetune(model, training_args, train, tokenizer=tokenizer, data_collator=collator, callbacks=callbacks,
-             resume=True if resume else None, final_dir=finetune_dir / "final")
-    _mark(finetune_dir / "final" / "done.json", {"steps": args.finetune_steps})
+             resume=True if resume else None)
+    _mark(finetune_dir / FINAL_DIR / "done.json", {"steps": args.finetune_steps})
 
 
 def _short_config():

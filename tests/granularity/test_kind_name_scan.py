@@ -22,7 +22,7 @@ SCANNED = ["export", "induction", "search", "analysis", "artifacts.py"]
 # (module, literal) pairs that are not mask kinds although they are spelled like one; each says why.
 NOT_A_KIND = {
     # `LayerLayout.neurons`: the slim layout's own record field (kept neuron indices), read back from config.json.
-    ("export/plan.py", "neurons"), ("export/io.py", "neurons"),
+    ("export/plan.py", "neurons"), ("export/io.py", "neurons"), ("export/shrink.py", "neurons"),
     # The induction toy model's size field ("layers", "hidden", "heads", "inner"), a model dimension.
     ("induction/arguments.py", "heads"),
 }
