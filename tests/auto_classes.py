@@ -23,8 +23,10 @@ import transformers
 from torch import nn
 from transformers import AutoConfig
 from transformers.models.auto import modeling_auto
+from transformers.monkey_patching import patch_output_recorders
 
 from hf_heuristic_core import ARCHITECTURES
+from shared_builds import module_once, shared_model_builds, switch_attention
 
 # Task name -> the auto-class mapping that registers it.
 TASKS = {
@@ -123,13 +125,30 @@ def tiny_config(model_type: str):
 
 
 def build(row: Row, attn_implementation: str | None = None) -> nn.Module:
-    """A fresh tiny model of the row's class in eval mode (built once per row, deep-copied per call);
+    """A fresh tiny model of the row's class in eval mode (built once per session, deep-copied per call);
     `attn_implementation="eager"` where attention weights are needed."""
     return copy.deepcopy(_pristine(row, attn_implementation))
 
 
 @functools.lru_cache(maxsize=None)
 def _pristine(row: Row, attn_implementation: str | None = None) -> nn.Module:
+    """The row's model, built once per session (`shared_builds.module_once`); another attention implementation is
+    set on a copy of that build where transformers can switch it (`shared_builds.switch_attention`), and built where
+    it cannot."""
+    if attn_implementation is not None:
+        model = copy.deepcopy(_pristine(row))
+        if switch_attention(model, attn_implementation):
+            return model
+        model = module_once(f"auto-class-{row.id}-{attn_implementation}", lambda: _construct(row, attn_implementation))
+    else:
+        model = module_once(f"auto-class-{row.id}", lambda: _construct(row))
+    # what from_pretrained / from_config do to every model (the slim autoload retargets the output recorders); a
+    # directly constructed or loaded model gets the same, so no row depends on what the process built before it
+    patch_output_recorders(model)
+    return model
+
+
+def _construct(row: Row, attn_implementation: str | None = None) -> nn.Module:
     config = copy.deepcopy(tiny_config(row.model_type))
     if "multiple_choice" in row.tasks or "seq_cls" in row.tasks or "token_cls" in row.tasks:
         config.num_labels = 3
@@ -235,6 +254,52 @@ def stack_modules(model: nn.Module) -> dict[str, nn.Module]:
     return found
 
 
+class SiteProbe:
+    """Independent hooks on the map's sites (register them after wrapping): the largest absolute value each site's
+    masked value had, per call. Heads and cross-attention heads: the output projection's input; MLP blocks: the
+    output projection's output (`mlp_where="input"`: its input, where neurons are masked)."""
+
+    def __init__(self, model: nn.Module, roles: tuple[str, ...] = ("attention", "cross", "mlp"),
+                 mlp_where: str = "output") -> None:
+        self.seen: dict[tuple, list[float]] = {}
+        self.handles = []
+        for stack, found in sites(model).items():
+            for role in roles:
+                for layer, module in enumerate(found[role]):
+                    key = (stack, role, layer)
+                    if role == "mlp" and mlp_where == "output":
+                        self.handles.append(module.register_forward_hook(
+                            lambda m, a, out, key=key: self._record(key, out)))
+                    else:
+                        self.handles.append(module.register_forward_pre_hook(
+                            lambda m, a, key=key: self._record(key, a[0])))
+
+    def _record(self, key: tuple, value: torch.Tensor) -> None:
+        self.seen.setdefault(key, []).append(float(value.detach().abs().max()))
+
+    @staticmethod
+    def expected(model: nn.Module, stacks: set[str] | None = None,
+                 roles: tuple[str, ...] = ("attention", "cross", "mlp")) -> set[tuple]:
+        """The (stack, role, layer) keys a call reaching `stacks` (all when None) must record."""
+        return {(stack, role, layer) for stack, found in sites(model).items() if stacks is None or stack in stacks
+                for role in roles for layer in range(len(found[role]))}
+
+    def nonzero(self) -> dict[tuple, float]:
+        return {key: max(values) for key, values in self.seen.items() if max(values) != 0}
+
+    def clear(self) -> None:
+        self.seen.clear()
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def set_all_masks(prunable, value: float) -> None:
+    """Fixed masks of `value` (0: every unit ablated, 1: every unit kept) for every mask kind of the wrapper."""
+    prunable.set_masks({kind: torch.full(shape, float(value)) for kind, shape in prunable.mask_shapes().items()})
+
+
 def tensors(output) -> list[torch.Tensor]:
     """Every tensor a model output holds (nested tuples included; cache objects skipped), in order."""
     if isinstance(output, torch.Tensor):
@@ -252,5 +317,6 @@ def first_float(output) -> torch.Tensor:
     return next(t for t in tensors(output) if t.is_floating_point())
 
 
-__all__ = ["GENERATIVE", "Row", "TASKS", "accepts", "build", "first_float", "hf_model", "inputs_for",
-           "is_two_stack", "model_types", "rows", "sites", "stack_modules", "tensors", "tiny_config"]
+__all__ = ["GENERATIVE", "Row", "SiteProbe", "TASKS", "accepts", "build", "first_float", "hf_model", "inputs_for",
+           "is_two_stack", "model_types", "rows", "set_all_masks", "shared_model_builds", "sites", "stack_modules",
+           "tensors", "tiny_config"]

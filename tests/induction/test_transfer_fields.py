@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from auto_classes import build, inputs_for, rows
+from auto_classes import build, inputs_for, rows, shared_model_builds  # noqa: F401  (fixture)
 from hf_heuristic_core import PrunableModel, PruningConfig, slim_model_types
 from hf_heuristic_core.induction.transfer import transfer_subnetwork
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
 ROWS = rows()
 FLAGS = {"output_hidden_states": True, "output_attentions": True}
