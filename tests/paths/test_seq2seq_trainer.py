@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-import torch
 import transformers
 
 from auto_classes import Row, SiteProbe, build, inputs_for, set_all_masks, shared_model_builds  # noqa: F401
