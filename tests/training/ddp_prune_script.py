@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from collections.abc import Callable
 
 import torch
 from datasets import Dataset
@@ -125,19 +126,30 @@ def run(options: argparse.Namespace) -> None:
     trainer.train()
     rank = save_seen(seen, trainer, options.output)
     if rank == 0:
-        torch.save({
-            "logits": {k: v.detach().cpu().clone() for k, v in dict(prunable.mask_logits.items()).items() if v is not None},
-            "masks": prunable.get_masks(),
-            "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
-            "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
-            "world_size": trainer.args.world_size,
-        }, os.path.join(options.output, "result.pt"))
+        save_result(prunable, trainer, options.output)
+
+
+def save_result(prunable: PrunableModel, trainer: PruningTrainer, output: str, **extra: object) -> None:
+    """Rank 0's `result.pt`: mask logits, binary masks, lambdas, world size, and `extra`."""
+    torch.save({
+        "logits": {k: v.detach().cpu().clone() for k, v in dict(prunable.mask_logits.items()).items() if v is not None},
+        "masks": prunable.get_masks(),
+        "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
+        "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
+        "world_size": trainer.args.world_size,
+        **extra,
+    }, os.path.join(output, "result.pt"))
+
+
+def run_cases(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], None]) -> None:
+    """Run each case of the launch in turn (`cases`), single-threaded."""
+    torch.set_num_threads(1)
+    for options in cases(parser):
+        run(options)
 
 
 def main() -> None:
-    torch.set_num_threads(1)
-    for options in cases(parser()):
-        run(options)
+    run_cases(parser(), run)
 
 
 if __name__ == "__main__":

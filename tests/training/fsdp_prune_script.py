@@ -23,7 +23,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_prune_script import build_dataset, build_model, cases, record_student_inputs, save_seen  # noqa: E402
+from ddp_prune_script import (build_dataset, build_model, record_student_inputs, run_cases,  # noqa: E402
+                              save_result, save_seen)
 
 from hf_heuristic_core import PrunableModel, PruningConfig  # noqa: E402
 from hf_heuristic_core.training.arguments import PruningArguments  # noqa: E402
@@ -111,23 +112,13 @@ def run(options: argparse.Namespace) -> None:
     rank = save_seen(seen, trainer, options.output)
     layout = fsdp_layout(prunable) if options.fsdp else {}
     if rank == 0:
-        torch.save({
-            "logits": {k: v.detach().cpu().clone() for k, v in prunable.mask_logits.items()},
-            "device": str(prunable.mask_logits_device),
-            "masks": prunable.get_masks(),
-            "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
-            "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
-            "kl": [entry["kl"] for entry in trainer.state.log_history if "kl" in entry],
-            "world_size": trainer.args.world_size,
-            "fsdp_enabled": bool(trainer.is_fsdp_enabled),
-            "layout": layout,
-        }, os.path.join(options.output, "result.pt"))
+        save_result(prunable, trainer, options.output, device=str(prunable.mask_logits_device),
+                    kl=[entry["kl"] for entry in trainer.state.log_history if "kl" in entry],
+                    fsdp_enabled=bool(trainer.is_fsdp_enabled), layout=layout)
 
 
 def main() -> None:
-    torch.set_num_threads(1)
-    for options in cases(parser()):
-        run(options)
+    run_cases(parser(), run)
 
 
 if __name__ == "__main__":
