@@ -313,6 +313,30 @@ def constant_output(module: torch.nn.Module, value: torch.Tensor) -> None:
     bias.copy_(value.to(bias.dtype))
 
 
+def real_token_means(model, head_inputs, mlp_outputs, batches) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp64 means over the positions whose attention_mask is 1, by own hooks (never the package's): the inputs of
+    `head_inputs` and the outputs of `mlp_outputs` (one module per layer each), as [layers, width]. The model runs in
+    whatever mode it is in, without gradients."""
+    seen: dict[str, list] = {"heads": [], "mlps": []}
+    handles = [module.register_forward_pre_hook(lambda m, a: seen["heads"].append(a[0])) for module in head_inputs]
+    handles += [module.register_forward_hook(lambda m, a, out: seen["mlps"].append(out)) for module in mlp_outputs]
+    sums, count = {"heads": 0.0, "mlps": 0.0}, 0.0
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                seen["heads"].clear()
+                seen["mlps"].clear()
+                model(**batch)
+                keep = batch["attention_mask"].bool()
+                for kind, total in sums.items():
+                    sums[kind] = total + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
+                count += float(keep.sum())
+    finally:
+        for handle in handles:
+            handle.remove()
+    return sums["heads"] / count, sums["mlps"] / count
+
+
 class ManualMeans:
     """Own hooks on a model's projections: fp64 sums of the attention output projections' inputs and the MLP output
     projections' outputs over the positions whose attention_mask is 1."""
@@ -361,7 +385,7 @@ class ManualMeans:
         return torch.stack([s / self.count for s in self.mlp_sums])
 
 
-__all__ = ["BETA", "EPS", "L_LEFT", "R_RIGHT", "set_logits", "sigmoid", "wrap", "one_torch_thread", "zero_head_inputs", "mean_ablate_head_by_weights", "constant_output", "ManualMeans","MODEL_TYPES", "EAGER_ONLY", "HOOK_SITES", "HEAD_DIM", "layers_of", "attention_output", "mlp_output",
+__all__ = ["BETA", "EPS", "L_LEFT", "R_RIGHT", "set_logits", "sigmoid", "wrap", "one_torch_thread", "real_token_means", "zero_head_inputs", "mean_ablate_head_by_weights", "constant_output", "ManualMeans","MODEL_TYPES", "EAGER_ONLY", "HOOK_SITES", "HEAD_DIM", "layers_of", "attention_output", "mlp_output",
            "hooked_modules", "tiny_model", "tiny_config", "config_kwargs", "make_batch", "logits_of", "supports_sdpa",
            "is_conv1d", "linear_weight_in_out", "transformers"]
 
