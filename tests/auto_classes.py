@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import pytest
 import torch
 import transformers
 from torch import nn
@@ -207,6 +208,24 @@ def inputs_for(model: nn.Module, row: Row, batch: int = 3, length: int = 7, seed
     return inputs
 
 
+# ---------------------------------------------------------------------------------------------------- outputs
+# Every optional output a head class can return.
+OUTPUT_FLAGS = {"output_hidden_states": True, "output_attentions": True}
+
+
+def output_fields(output) -> dict[str, tuple[str, int | None]]:
+    """Each field of a model output that is set: its type, and for tuples their length."""
+    return {key: (type(value).__name__, len(value) if isinstance(value, tuple) else None)
+            for key, value in output.items() if value is not None}
+
+
+def first_of_each_fast(selected: list[Row]) -> list:
+    """`selected` as pytest params: one head class per model type (its first) in the default run, the rest slow."""
+    first = {row.model_type: row for row in reversed(selected)}
+    return [pytest.param(row, id=row.id, marks=() if first[row.model_type] == row else pytest.mark.slow)
+            for row in selected]
+
+
 # ---------------------------------------------------------------------------------------------------- sites
 def hf_model(model: nn.Module) -> nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -216,13 +235,18 @@ def _modules(layers: list[nn.Module], path: str | None) -> list[nn.Module]:
     return [layer.get_submodule(path) for layer in layers] if path else []
 
 
+def _stacks(model: nn.Module) -> tuple[nn.Module, nn.Module, list[tuple[str, object]]]:
+    """The Transformers model (under a PEFT wrapper), its body, and the map's paths per stack it may hold."""
+    inner = hf_model(model)
+    paths = ARCHITECTURES[inner.config.model_type]
+    stacks = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    return inner, inner.base_model, stacks
+
+
 def sites(model: nn.Module) -> dict[str, dict[str, list[nn.Module]]]:
     """Per stack present ("" for single-stack models, "encoder" / "decoder"), the modules whose input carries
     the heads ("attention", "cross") and the MLP output projections ("mlp"), from the map's paths."""
-    inner = hf_model(model)
-    paths = ARCHITECTURES[inner.config.model_type]
-    base = inner.base_model
-    stacks = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    inner, base, stacks = _stacks(model)
     found = {}
     for name, stack in stacks:
         try:
@@ -239,10 +263,7 @@ def sites(model: nn.Module) -> dict[str, dict[str, list[nn.Module]]]:
 
 def stack_modules(model: nn.Module) -> dict[str, nn.Module]:
     """Per stack, the module that holds its layer list (the encoder or decoder stack, or the body itself)."""
-    inner = hf_model(model)
-    paths = ARCHITECTURES[inner.config.model_type]
-    base = inner.base_model
-    stacks = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    _, base, stacks = _stacks(model)
     found = {}
     for name, stack in stacks:
         holder = stack.layers.rsplit(".", 1)[0] if "." in stack.layers else ""
@@ -317,6 +338,7 @@ def first_float(output) -> torch.Tensor:
     return next(t for t in tensors(output) if t.is_floating_point())
 
 
-__all__ = ["GENERATIVE", "Row", "SiteProbe", "TASKS", "accepts", "build", "first_float", "hf_model", "inputs_for",
+__all__ = ["GENERATIVE", "OUTPUT_FLAGS", "Row", "SiteProbe", "TASKS", "accepts", "build", "first_float", "first_of_each_fast",
+           "output_fields", "hf_model", "inputs_for",
            "is_two_stack", "model_types", "rows", "set_all_masks", "shared_model_builds", "sites", "stack_modules",
            "tensors", "tiny_config"]
