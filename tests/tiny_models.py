@@ -313,10 +313,10 @@ def constant_output(module: torch.nn.Module, value: torch.Tensor) -> None:
     bias.copy_(value.to(bias.dtype))
 
 
-def real_token_means(model, head_inputs, mlp_outputs, batches) -> tuple[torch.Tensor, torch.Tensor]:
-    """fp64 means over the positions whose attention_mask is 1, by own hooks (never the package's): the inputs of
-    `head_inputs` and the outputs of `mlp_outputs` (one module per layer each), as [layers, width]. The model runs in
-    whatever mode it is in, without gradients."""
+def real_token_means(model, head_inputs, mlp_outputs, batches, positions=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp64 means over the positions whose attention_mask is 1 (or that `positions(batch, first head input)`
+    selects), by own hooks (never the package's): the inputs of `head_inputs` and the outputs of `mlp_outputs` (one
+    module per layer each), as [layers, width]. The model runs in whatever mode it is in, without gradients."""
     seen: dict[str, list] = {"heads": [], "mlps": []}
     handles = [module.register_forward_pre_hook(lambda m, a: seen["heads"].append(a[0])) for module in head_inputs]
     handles += [module.register_forward_hook(lambda m, a, out: seen["mlps"].append(out)) for module in mlp_outputs]
@@ -327,7 +327,7 @@ def real_token_means(model, head_inputs, mlp_outputs, batches) -> tuple[torch.Te
                 seen["heads"].clear()
                 seen["mlps"].clear()
                 model(**batch)
-                keep = batch["attention_mask"].bool()
+                keep = (batch["attention_mask"] if positions is None else positions(batch, seen["heads"][0])).bool()
                 for kind, total in sums.items():
                     sums[kind] = total + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
                 count += float(keep.sum())

@@ -40,27 +40,8 @@ def _hand_means(model: nn.Module, batches, weights_of) -> tuple[torch.Tensor, to
     """Capture the attention output projections' inputs and the MLP output projections' outputs with our own hooks,
     and average them over the positions `weights_of(batch, x)` selects."""
     layers = model.get_base_model().bert.encoder.layer
-    seen: dict[str, list] = {"heads": [], "mlps": []}
-    handles = [layer.attention.output.dense.register_forward_pre_hook(
-        lambda m, a: seen["heads"].append(a[0].detach())) for layer in layers]
-    handles += [layer.output.dense.register_forward_hook(
-        lambda m, a, out: seen["mlps"].append(out.detach())) for layer in layers]
-    sums = {"heads": 0.0, "mlps": 0.0}
-    count = 0.0
-    try:
-        for batch in batches:
-            seen["heads"].clear()
-            seen["mlps"].clear()
-            with torch.no_grad():
-                model(**batch)
-            keep = weights_of(batch, seen["heads"][0]).bool()
-            for kind, total in sums.items():
-                sums[kind] = total + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
-            count += float(keep.sum())
-    finally:
-        for handle in handles:
-            handle.remove()
-    return sums["heads"] / count, sums["mlps"] / count
+    return real_token_means(model, [layer.attention.output.dense for layer in layers],
+                            [layer.output.dense for layer in layers], batches, positions=weights_of)
 
 
 def _computed(model: nn.Module, batches, **kwargs) -> tuple[torch.Tensor, torch.Tensor, dict]:
