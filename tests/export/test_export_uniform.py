@@ -11,13 +11,13 @@ import textwrap
 
 import pytest
 import torch
-from tiny_models import make_batch, one_torch_thread, shared_model_builds, tiny_model  # noqa: F401
+from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401
 
 from hf_heuristic_core import PrunableModel, PruningConfig, save_slim
 from hf_heuristic_core.errors import ExportError, UsageError
 from hf_heuristic_core.relaxations.uniform import uniform_masks
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CAUSAL = ("gpt2", "llama", "mistral", "qwen2", "qwen3")
 # (model type, ablation, granularity): mean ablation where a stock config has a bias for every folded mean
@@ -27,10 +27,8 @@ CASES = [(t, "zero", "unit") for t in ("bert", "roberta", "gpt2", "llama", "mist
 
 
 def _prunable(model_type: str, ablation: str, granularity: str = "unit", seed: int = 0, layers: int = 4):
-    """A wrapped tiny model with random mask logits and (mean ablation) means; `seed` draws the logits and the
-    means' batch. The model itself is the model type's one (seed 0): built once, not once per case."""
     task = "causal_lm" if model_type in CAUSAL else "seq_cls"
-    model = tiny_model(model_type, task=task, num_layers=layers, seed=0)
+    model = tiny_model(model_type, task=task, num_layers=layers, seed=seed)
     prunable = PrunableModel(model, PruningConfig(ablation=ablation, granularity=granularity, uniform_layers=True))
     if ablation == "mean":
         prunable.compute_means([make_batch(model_type, batch_size=5, seq_len=9, seed=seed + 7)], show_progress=False)
