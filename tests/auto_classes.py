@@ -18,13 +18,16 @@ import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import pytest
 import torch
 import transformers
 from torch import nn
 from transformers import AutoConfig
 from transformers.models.auto import modeling_auto
+from transformers.monkey_patching import patch_output_recorders
 
 from hf_heuristic_core import ARCHITECTURES
+from shared_builds import module_once, shared_model_builds, switch_attention
 
 # Task name -> the auto-class mapping that registers it.
 TASKS = {
@@ -123,13 +126,30 @@ def tiny_config(model_type: str):
 
 
 def build(row: Row, attn_implementation: str | None = None) -> nn.Module:
-    """A fresh tiny model of the row's class in eval mode (built once per row, deep-copied per call);
+    """A fresh tiny model of the row's class in eval mode (built once per session, deep-copied per call);
     `attn_implementation="eager"` where attention weights are needed."""
     return copy.deepcopy(_pristine(row, attn_implementation))
 
 
 @functools.lru_cache(maxsize=None)
 def _pristine(row: Row, attn_implementation: str | None = None) -> nn.Module:
+    """The row's model, built once per session (`shared_builds.module_once`); another attention implementation is
+    set on a copy of that build where transformers can switch it (`shared_builds.switch_attention`), and built where
+    it cannot."""
+    if attn_implementation is not None:
+        model = copy.deepcopy(_pristine(row))
+        if switch_attention(model, attn_implementation):
+            return model
+        model = module_once(f"auto-class-{row.id}-{attn_implementation}", lambda: _construct(row, attn_implementation))
+    else:
+        model = module_once(f"auto-class-{row.id}", lambda: _construct(row))
+    # what from_pretrained / from_config do to every model (the slim autoload retargets the output recorders); a
+    # directly constructed or loaded model gets the same, so no row depends on what the process built before it
+    patch_output_recorders(model)
+    return model
+
+
+def _construct(row: Row, attn_implementation: str | None = None) -> nn.Module:
     config = copy.deepcopy(tiny_config(row.model_type))
     if "multiple_choice" in row.tasks or "seq_cls" in row.tasks or "token_cls" in row.tasks:
         config.num_labels = 3
@@ -188,6 +208,24 @@ def inputs_for(model: nn.Module, row: Row, batch: int = 3, length: int = 7, seed
     return inputs
 
 
+# ---------------------------------------------------------------------------------------------------- outputs
+# Every optional output a head class can return.
+OUTPUT_FLAGS = {"output_hidden_states": True, "output_attentions": True}
+
+
+def output_fields(output) -> dict[str, tuple[str, int | None]]:
+    """Each field of a model output that is set: its type, and for tuples their length."""
+    return {key: (type(value).__name__, len(value) if isinstance(value, tuple) else None)
+            for key, value in output.items() if value is not None}
+
+
+def first_of_each_fast(selected: list[Row]) -> list:
+    """`selected` as pytest params: one head class per model type (its first) in the default run, the rest slow."""
+    first = {row.model_type: row for row in reversed(selected)}
+    return [pytest.param(row, id=row.id, marks=() if first[row.model_type] == row else pytest.mark.slow)
+            for row in selected]
+
+
 # ---------------------------------------------------------------------------------------------------- sites
 def hf_model(model: nn.Module) -> nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -197,13 +235,18 @@ def _modules(layers: list[nn.Module], path: str | None) -> list[nn.Module]:
     return [layer.get_submodule(path) for layer in layers] if path else []
 
 
+def _stacks(model: nn.Module) -> tuple[nn.Module, nn.Module, list[tuple[str, object]]]:
+    """The Transformers model (under a PEFT wrapper), its body, and the map's paths per stack it may hold."""
+    inner = hf_model(model)
+    paths = ARCHITECTURES[inner.config.model_type]
+    stacks = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    return inner, inner.base_model, stacks
+
+
 def sites(model: nn.Module) -> dict[str, dict[str, list[nn.Module]]]:
     """Per stack present ("" for single-stack models, "encoder" / "decoder"), the modules whose input carries
     the heads ("attention", "cross") and the MLP output projections ("mlp"), from the map's paths."""
-    inner = hf_model(model)
-    paths = ARCHITECTURES[inner.config.model_type]
-    base = inner.base_model
-    stacks = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    inner, base, stacks = _stacks(model)
     found = {}
     for name, stack in stacks:
         try:
@@ -220,10 +263,7 @@ def sites(model: nn.Module) -> dict[str, dict[str, list[nn.Module]]]:
 
 def stack_modules(model: nn.Module) -> dict[str, nn.Module]:
     """Per stack, the module that holds its layer list (the encoder or decoder stack, or the body itself)."""
-    inner = hf_model(model)
-    paths = ARCHITECTURES[inner.config.model_type]
-    base = inner.base_model
-    stacks = [("", paths)] if paths.decoder is None else [("encoder", paths), ("decoder", paths.decoder)]
+    _, base, stacks = _stacks(model)
     found = {}
     for name, stack in stacks:
         holder = stack.layers.rsplit(".", 1)[0] if "." in stack.layers else ""
@@ -233,6 +273,52 @@ def stack_modules(model: nn.Module) -> dict[str, nn.Module]:
             continue
         found[name] = base.get_submodule(holder) if holder else base
     return found
+
+
+class SiteProbe:
+    """Independent hooks on the map's sites (register them after wrapping): the largest absolute value each site's
+    masked value had, per call. Heads and cross-attention heads: the output projection's input; MLP blocks: the
+    output projection's output (`mlp_where="input"`: its input, where neurons are masked)."""
+
+    def __init__(self, model: nn.Module, roles: tuple[str, ...] = ("attention", "cross", "mlp"),
+                 mlp_where: str = "output") -> None:
+        self.seen: dict[tuple, list[float]] = {}
+        self.handles = []
+        for stack, found in sites(model).items():
+            for role in roles:
+                for layer, module in enumerate(found[role]):
+                    key = (stack, role, layer)
+                    if role == "mlp" and mlp_where == "output":
+                        self.handles.append(module.register_forward_hook(
+                            lambda m, a, out, key=key: self._record(key, out)))
+                    else:
+                        self.handles.append(module.register_forward_pre_hook(
+                            lambda m, a, key=key: self._record(key, a[0])))
+
+    def _record(self, key: tuple, value: torch.Tensor) -> None:
+        self.seen.setdefault(key, []).append(float(value.detach().abs().max()))
+
+    @staticmethod
+    def expected(model: nn.Module, stacks: set[str] | None = None,
+                 roles: tuple[str, ...] = ("attention", "cross", "mlp")) -> set[tuple]:
+        """The (stack, role, layer) keys a call reaching `stacks` (all when None) must record."""
+        return {(stack, role, layer) for stack, found in sites(model).items() if stacks is None or stack in stacks
+                for role in roles for layer in range(len(found[role]))}
+
+    def nonzero(self) -> dict[tuple, float]:
+        return {key: max(values) for key, values in self.seen.items() if max(values) != 0}
+
+    def clear(self) -> None:
+        self.seen.clear()
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def set_all_masks(prunable, value: float) -> None:
+    """Fixed masks of `value` (0: every unit ablated, 1: every unit kept) for every mask kind of the wrapper."""
+    prunable.set_masks({kind: torch.full(shape, float(value)) for kind, shape in prunable.mask_shapes().items()})
 
 
 def tensors(output) -> list[torch.Tensor]:
@@ -252,5 +338,7 @@ def first_float(output) -> torch.Tensor:
     return next(t for t in tensors(output) if t.is_floating_point())
 
 
-__all__ = ["GENERATIVE", "Row", "TASKS", "accepts", "build", "first_float", "hf_model", "inputs_for",
-           "is_two_stack", "model_types", "rows", "sites", "stack_modules", "tensors", "tiny_config"]
+__all__ = ["GENERATIVE", "OUTPUT_FLAGS", "Row", "SiteProbe", "TASKS", "accepts", "build", "first_float", "first_of_each_fast",
+           "output_fields", "hf_model", "inputs_for",
+           "is_two_stack", "model_types", "rows", "set_all_masks", "shared_model_builds", "sites", "stack_modules",
+           "tensors", "tiny_config"]

@@ -18,19 +18,15 @@ import hf_heuristic_core
 from hf_heuristic_core import ArtifactError, MaskShapeError, PrunableModel, PruningConfig
 
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import HEADS, LAYERS, make_batch, tiny_model
+from tiny_models import HEADS, LAYERS, make_batch, tiny_model, wrap
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ARTIFACT_FILES = {"pruning_config.json", "masks.safetensors", "README.md"}
 
 
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
 def _saved(tmp_path, model_type="bert", **model_kwargs) -> tuple[PrunableModel, Path]:
-    pm = _wrap(tiny_model(model_type, **model_kwargs))
+    pm = wrap(tiny_model(model_type, **model_kwargs))
     pm.compute_means([make_batch(model_type)], show_progress=False)
     pm.set_masks(heads=torch.tensor([[1.0, 0, 1, 1], [1, 1, 1, 0]]))
     directory = tmp_path / f"artifact-{model_type}"
@@ -45,7 +41,7 @@ def _saved(tmp_path, model_type="bert", **model_kwargs) -> tuple[PrunableModel, 
 ])
 def test_artifact_for_another_model_raises(target, kwargs, match, tmp_path):
     _, directory = _saved(tmp_path)
-    other = _wrap(tiny_model(target, **kwargs), ablation="zero")
+    other = wrap(tiny_model(target, **kwargs), ablation="zero")
     logits_before = {k: v.detach().clone() for k, v in dict(other.mask_logits.items()).items()}
     with pytest.raises(ArtifactError, match=match):
         other.load_masks(directory)
@@ -56,7 +52,7 @@ def test_artifact_for_another_model_raises(target, kwargs, match, tmp_path):
 
 def test_artifact_with_another_head_dim_raises(tmp_path):
     _, directory = _saved(tmp_path, "qwen3")
-    other = _wrap(tiny_model("qwen3", head_dim=8), ablation="zero")
+    other = wrap(tiny_model("qwen3", head_dim=8), ablation="zero")
     with pytest.raises(ArtifactError, match="head_dim"):
         other.load_masks(directory)
 
@@ -75,7 +71,7 @@ def test_nan_logits_in_artifact_raise(name, tmp_path):
     bad = pm.mask_state_dict()[name].clone()
     bad.view(-1)[0] = float("nan")
     _rewrite_tensor(directory / "masks.safetensors", name, bad)
-    fresh = _wrap(tiny_model("bert"))
+    fresh = wrap(tiny_model("bert"))
     with pytest.raises(ArtifactError, match="NaN"):
         fresh.load_masks(directory)
     assert torch.isfinite(fresh.mask_logits.heads).all() and torch.isfinite(fresh.mask_logits.mlps).all()
@@ -87,7 +83,7 @@ def test_wrong_shape_tensor_in_artifact_raises(tmp_path):
     _, directory = _saved(tmp_path)
     _rewrite_tensor(directory / "masks.safetensors", "logits.heads", torch.zeros(LAYERS, HEADS + 1))
     with pytest.raises(ArtifactError, match="shape"):
-        _wrap(tiny_model("bert")).load_masks(directory)
+        wrap(tiny_model("bert")).load_masks(directory)
 
 
 def test_corrupt_and_partial_artifacts_raise(tmp_path):
@@ -96,33 +92,33 @@ def test_corrupt_and_partial_artifacts_raise(tmp_path):
     original = masks_path.read_bytes()
     masks_path.write_bytes(original[: len(original) // 2])
     with pytest.raises(ArtifactError, match="corrupt"):
-        _wrap(tiny_model("bert")).load_masks(directory)
+        wrap(tiny_model("bert")).load_masks(directory)
     masks_path.write_bytes(b"")
     with pytest.raises(ArtifactError, match="corrupt"):
-        _wrap(tiny_model("bert")).load_masks(directory)
+        wrap(tiny_model("bert")).load_masks(directory)
     masks_path.unlink()
     with pytest.raises(ArtifactError, match="missing|partial"):
-        _wrap(tiny_model("bert")).load_masks(directory)
+        wrap(tiny_model("bert")).load_masks(directory)
     masks_path.write_bytes(original)
-    _wrap(tiny_model("bert")).load_masks(directory)  # restored: loads again
+    wrap(tiny_model("bert")).load_masks(directory)  # restored: loads again
 
     config_path = directory / "pruning_config.json"
     text = config_path.read_text()
     config_path.write_text(text[: len(text) // 2])
     with pytest.raises(ArtifactError, match="corrupt"):
-        _wrap(tiny_model("bert")).load_masks(directory)
+        wrap(tiny_model("bert")).load_masks(directory)
     config_path.unlink()
     with pytest.raises(ArtifactError, match="pruning_config.json"):
-        _wrap(tiny_model("bert")).load_masks(directory)
+        wrap(tiny_model("bert")).load_masks(directory)
     with pytest.raises(ArtifactError, match="does not exist"):
-        _wrap(tiny_model("bert")).load_masks(tmp_path / "no" / "such" / "dir")
+        wrap(tiny_model("bert")).load_masks(tmp_path / "no" / "such" / "dir")
 
 
 def test_foreign_safetensors_file_raises(tmp_path):
     _, directory = _saved(tmp_path)
     save_file({"weight": torch.zeros(2)}, str(directory / "masks.safetensors"))
     with pytest.raises(ArtifactError, match="not a hf_heuristic_core mask file"):
-        _wrap(tiny_model("bert")).load_masks(directory)
+        wrap(tiny_model("bert")).load_masks(directory)
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
@@ -130,7 +126,7 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
 
 
 def _changed_model():
-    pm = _wrap(tiny_model("bert"), ablation="zero")
+    pm = wrap(tiny_model("bert"), ablation="zero")
     pm.set_masks(heads=torch.zeros(LAYERS, HEADS), mlps=torch.zeros(LAYERS))
     return pm
 
@@ -148,7 +144,7 @@ def test_failed_masks_write_leaves_previous_artifact_intact(tmp_path, monkeypatc
         _changed_model().save_pretrained(directory)
     assert _snapshot(directory) == before  # same names (no temp files left) and same bytes
     monkeypatch.undo()
-    _wrap(tiny_model("bert")).load_masks(directory)
+    wrap(tiny_model("bert")).load_masks(directory)
 
 
 @pytest.mark.parametrize("failing_step", ["config", "model card"])
@@ -172,7 +168,7 @@ def test_failed_later_step_leaves_previous_artifact_intact(failing_step, tmp_pat
 
 
 def test_save_into_new_nested_directory(tmp_path):
-    pm = _wrap(tiny_model("bert"), ablation="zero")
+    pm = wrap(tiny_model("bert"), ablation="zero")
     pm.save_pretrained(tmp_path / "a" / "b")
     assert {p.name for p in (tmp_path / "a" / "b").iterdir()} == ARTIFACT_FILES
 
@@ -186,7 +182,7 @@ def test_repo_id_without_pruning_config_raises(monkeypatch):
         calls.append((repo_id, filename))
         raise EntryNotFoundError(f"404: {filename} not found in {repo_id}")
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    pm = _wrap(tiny_model("bert"), ablation="zero")
+    pm = wrap(tiny_model("bert"), ablation="zero")
     with pytest.raises(ArtifactError, match="has no pruning_config.json"):
         pm.load_masks("someone/plain-model")
     assert calls == [("someone/plain-model", "pruning_config.json")]
@@ -200,4 +196,4 @@ def test_repo_id_unreachable_raises_artifact_error(monkeypatch):
         raise OSError("offline")
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
     with pytest.raises(ArtifactError, match="someone/masks"):
-        _wrap(tiny_model("bert"), ablation="zero").load_masks("someone/masks")
+        wrap(tiny_model("bert"), ablation="zero").load_masks("someone/masks")

@@ -10,22 +10,18 @@ import pytest
 import torch
 
 import hf_heuristic_core
-from hf_heuristic_core import PrunableModel, PruningConfig
+from hf_heuristic_core import PrunableModel
 
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import HEADS, LAYERS, logits_of, make_batch, tiny_model
+from tiny_models import HEADS, LAYERS, logits_of, make_batch, tiny_model, wrap
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ARTIFACT_FILES = {"pruning_config.json", "masks.safetensors", "README.md"}
 
 
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
 def test_artifact_is_three_small_files_and_loads_back(tmp_path):
-    pm = _wrap(tiny_model("llama"))
+    pm = wrap(tiny_model("llama"))
     pm.compute_means([make_batch("llama")], show_progress=False)
     heads = torch.ones(LAYERS, HEADS)
     heads[1, 0] = 0
@@ -44,7 +40,7 @@ def test_from_pretrained_loads_base_model_and_masks(tmp_path):
     model = tiny_model("gpt2")
     model.save_pretrained(tmp_path / "base")
     base = type(model).from_pretrained(tmp_path / "base").eval()
-    pm = _wrap(base, ablation="zero")
+    pm = wrap(base, ablation="zero")
     pm.set_masks(heads=torch.tensor([[1.0, 0, 1, 1], [1, 1, 0, 1]]), mlps=torch.tensor([1.0, 0.0]))
     pm.eval()
     batch = make_batch("gpt2")

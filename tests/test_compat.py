@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fresh_process import python_output
+
 import hf_heuristic_core
 from hf_heuristic_core._compat import MOVED_MODULES
 
@@ -41,8 +43,7 @@ def test_old_module_path_forwards_with_a_deprecation_warning(old, new):
 def test_importing_the_package_loads_neither_torch_nor_transformers():
     code = ("import sys, hf_heuristic_core; "
             "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert python_output(code) == ["[]"]
 
 
 def test_a_moved_path_fails_the_test_run(tmp_path):

@@ -19,10 +19,6 @@ from tiny_models import HEADS, HIDDEN, LAYERS, tiny_model
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
 @pytest.mark.parametrize("kwargs, match", [
     ({"ablation": "noise"}, "ablation"),
     ({"binarization": "random"}, "binarization"),

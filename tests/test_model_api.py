@@ -12,25 +12,13 @@ import copy
 import pytest
 import torch
 
-from hf_heuristic_core import MissingMeansError, PrunableModel, PruningConfig, PruningError
+from hf_heuristic_core import MissingMeansError, PruningError
 
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import (HEAD_DIM, HEADS, LAYERS, MODEL_TYPES, attention_output, constant_output, hooked_modules,
-                         logits_of, make_batch, mlp_output, tiny_model, zero_head_inputs)
+from tiny_models import (HEADS, HEAD_DIM, LAYERS, MODEL_TYPES, attention_output, constant_output, hooked_modules,
+                         logits_of, make_batch, mlp_output, set_logits, tiny_model, wrap, zero_head_inputs)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
-def _set_logits(pm: PrunableModel, heads=None, mlps=None) -> None:
-    with torch.no_grad():
-        if heads is not None:
-            pm.mask_logits.heads.copy_(torch.as_tensor(heads, dtype=torch.float32))
-        if mlps is not None:
-            pm.mask_logits.mlps.copy_(torch.as_tensor(mlps, dtype=torch.float32))
 
 
 def test_wrapper_forwards_kwargs_and_exposes_model():
@@ -39,7 +27,7 @@ def test_wrapper_forwards_kwargs_and_exposes_model():
     labels = torch.tensor([0, 2, 1])
     with torch.no_grad():
         expected = model(**batch, labels=labels)
-    pm = _wrap(model, ablation="zero").eval()
+    pm = wrap(model, ablation="zero").eval()
     assert pm.model is model and pm.num_layers == LAYERS and pm.num_heads == HEADS
     assert pm.config is model.config
     with torch.no_grad():
@@ -54,7 +42,7 @@ def test_set_clear_get_masks_and_masks_disabled():
     model = tiny_model("gpt2")
     batch = make_batch("gpt2")
     full = logits_of(model, batch)
-    pm = _wrap(model, ablation="zero").eval()
+    pm = wrap(model, ablation="zero").eval()
     heads = torch.ones(LAYERS, HEADS)
     heads[0, 0] = 0
     pm.set_masks(heads=heads)
@@ -84,9 +72,9 @@ def test_eval_forward_follows_logits_edited_in_place():
         constant_output(mlp_output(reference, "bert", layer), torch.zeros(1))
     everything_pruned = logits_of(reference, batch)
 
-    pm = _wrap(model, ablation="zero").eval()
+    pm = wrap(model, ablation="zero").eval()
     assert torch.equal(logits_of(pm, batch), full)
-    _set_logits(pm, torch.full((LAYERS, HEADS), -10.0), torch.full((LAYERS,), -10.0))  # copy_ under no_grad
+    set_logits(pm, torch.full((LAYERS, HEADS), -10.0), torch.full((LAYERS,), -10.0))  # copy_ under no_grad
     assert pm.get_masks()["heads"].sum() == 0
     torch.testing.assert_close(logits_of(pm, batch), everything_pruned, atol=1e-6, rtol=1e-5)
 
@@ -99,7 +87,7 @@ def test_eval_forward_follows_logits_edited_in_place():
 
 
 def test_mean_ablation_without_means_raises_and_disabled_masks_run():
-    pm = _wrap(tiny_model("bert"))
+    pm = wrap(tiny_model("bert"))
     batch = make_batch("bert")
     for mode in ("eval", "train"):
         getattr(pm, mode)()
@@ -113,7 +101,7 @@ def test_mean_ablation_without_means_raises_and_disabled_masks_run():
 
 
 def test_unwrapped_model_refuses_to_run():
-    pm = _wrap(tiny_model("bert"), ablation="zero")
+    pm = wrap(tiny_model("bert"), ablation="zero")
     pm.unwrap()
     with pytest.raises(PruningError, match="unwrapped"):
         pm(**make_batch("bert"))
@@ -124,7 +112,7 @@ def test_hooked_modules_are_the_expected_ones_for_every_type():
     and one forward hook per MLP output projection."""
     for model_type in MODEL_TYPES:
         model = tiny_model(model_type)
-        _wrap(model, ablation="zero")
+        wrap(model, ablation="zero")
         attn = hooked_modules(model, model_type)[:LAYERS]
         mlps = hooked_modules(model, model_type)[LAYERS:]
         assert all(len(m._forward_pre_hooks) == 1 and len(m._forward_hooks) == 0 for m in attn), model_type

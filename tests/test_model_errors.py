@@ -9,16 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_heuristic_core import MaskShapeError, PrunableModel, PruningConfig, topk_binarize
+from hf_heuristic_core import MaskShapeError, topk_binarize
 
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import HEADS, LAYERS, tiny_model
+from tiny_models import HEADS, LAYERS, tiny_model, wrap
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
 
 
 @pytest.mark.parametrize("heads, mlps, match", [
@@ -32,7 +28,7 @@ def _wrap(model, **config) -> PrunableModel:
     (None, torch.tensor([-1.0, 1.0]), r"\[0, 1\]"),
 ])
 def test_wrong_masks_raise(heads, mlps, match):
-    pm = _wrap(tiny_model("bert"), ablation="zero")
+    pm = wrap(tiny_model("bert"), ablation="zero")
     with pytest.raises(MaskShapeError, match=match):
         pm.set_masks(heads=heads, mlps=mlps)
     assert pm.mask_state.fixed.get("heads") is None and pm.mask_state.fixed.get("mlps") is None
@@ -40,7 +36,7 @@ def test_wrong_masks_raise(heads, mlps, match):
 
 @pytest.mark.parametrize("sparsity", [1.0, -0.1, 50, float("nan"), 1.5])
 def test_sparsity_outside_unit_interval_raises(sparsity, tmp_path):
-    pm = _wrap(tiny_model("bert"), ablation="zero")
+    pm = wrap(tiny_model("bert"), ablation="zero")
     with pytest.raises(ValueError, match="sparsity"):
         pm.get_masks(sparsity=sparsity)
     with pytest.raises(ValueError, match="sparsity"):
@@ -51,6 +47,6 @@ def test_sparsity_outside_unit_interval_raises(sparsity, tmp_path):
 
 
 def test_sparsity_given_in_percent_gets_a_hint():
-    pm = _wrap(tiny_model("bert"), ablation="zero")
+    pm = wrap(tiny_model("bert"), ablation="zero")
     with pytest.raises(ValueError, match="fraction"):
         pm.get_masks(sparsity=50)

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import math
 
 import pytest
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+from transformers.monkey_patching import patch_output_recorders
+
+from hf_heuristic_core import PrunableModel, PruningConfig
+from shared_builds import module_once, shared_model_builds, switch_attention  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="module", autouse=False)
@@ -26,6 +32,29 @@ def one_torch_thread():
         yield
     finally:
         torch.set_num_threads(previous)
+
+# The hard-concrete recipe's constants: stretch limits, temperature, epsilon (hand references of the mask tests).
+L_LEFT, R_RIGHT, BETA, EPS = -0.1, 1.1, 2.0 / 3.0, 1e-6
+
+
+def sigmoid(x: float) -> float:
+    """A float's logistic sigmoid, for hand computations (no torch involved)."""
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def wrap(model, **config) -> PrunableModel:
+    """`PrunableModel(model, PruningConfig(**config))`: the mask tests' one-line wrapper."""
+    return PrunableModel(model, PruningConfig(**config))
+
+
+def set_logits(pm: PrunableModel, heads=None, mlps=None) -> None:
+    """Overwrite the head and/or MLP mask logits in place (no gradient), from nested lists or tensors."""
+    with torch.no_grad():
+        if heads is not None:
+            pm.mask_logits.heads.copy_(torch.as_tensor(heads, dtype=torch.float32))
+        if mlps is not None:
+            pm.mask_logits.mlps.copy_(torch.as_tensor(mlps, dtype=torch.float32))
+
 
 HIDDEN = 32
 HEADS = 4
@@ -124,15 +153,27 @@ def tiny_model(model_type: str, task: str = "seq_cls", attn_implementation: str 
                num_layers: int = LAYERS, dtype: torch.dtype | None = None, **overrides):
     """A tiny random model of `model_type` in eval mode. `task`: "seq_cls" (3 labels) or "causal_lm".
 
-    Models are built once per argument set and deep-copied, so every call returns a fresh, unshared model."""
+    Models are built once per argument set (once per session where a module requests `shared_model_builds`) and
+    deep-copied, so every call returns a fresh, unshared model."""
     key = (model_type, task, attn_implementation, seed, num_layers, dtype, tuple(sorted(overrides.items())))
     return copy.deepcopy(_pristine(key))
 
 
 @functools.lru_cache(maxsize=None)
 def _pristine(key):
+    """Built once per session (`shared_builds.module_once`); a non-eager attention implementation is set on a copy
+    of the eager build where transformers can switch it (`shared_builds.switch_attention`), else built."""
     model_type, task, attn_implementation, seed, num_layers, dtype, overrides = key
-    return _build(model_type, task, attn_implementation, seed, num_layers, dtype, **dict(overrides))
+    if attn_implementation != "eager":
+        model = copy.deepcopy(_pristine((model_type, task, "eager", *key[3:])))
+        if switch_attention(model, attn_implementation):
+            return model
+    name = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    model = module_once(f"tiny-{model_type}-{name}",
+                        lambda: _build(model_type, task, attn_implementation, seed, num_layers, dtype,
+                                       **dict(overrides)))
+    patch_output_recorders(model)   # what from_config did to it, also where it was loaded
+    return model
 
 
 def _build(model_type, task, attn_implementation, seed, num_layers, dtype, **overrides):
@@ -272,6 +313,30 @@ def constant_output(module: torch.nn.Module, value: torch.Tensor) -> None:
     bias.copy_(value.to(bias.dtype))
 
 
+def real_token_means(model, head_inputs, mlp_outputs, batches, positions=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp64 means over the positions whose attention_mask is 1 (or that `positions(batch, first head input)`
+    selects), by own hooks (never the package's): the inputs of `head_inputs` and the outputs of `mlp_outputs` (one
+    module per layer each), as [layers, width]. The model runs in whatever mode it is in, without gradients."""
+    seen: dict[str, list] = {"heads": [], "mlps": []}
+    handles = [module.register_forward_pre_hook(lambda m, a: seen["heads"].append(a[0])) for module in head_inputs]
+    handles += [module.register_forward_hook(lambda m, a, out: seen["mlps"].append(out)) for module in mlp_outputs]
+    sums, count = {"heads": 0.0, "mlps": 0.0}, 0.0
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                seen["heads"].clear()
+                seen["mlps"].clear()
+                model(**batch)
+                keep = (batch["attention_mask"] if positions is None else positions(batch, seen["heads"][0])).bool()
+                for kind, total in sums.items():
+                    sums[kind] = total + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
+                count += float(keep.sum())
+    finally:
+        for handle in handles:
+            handle.remove()
+    return sums["heads"] / count, sums["mlps"] / count
+
+
 class ManualMeans:
     """Own hooks on a model's projections: fp64 sums of the attention output projections' inputs and the MLP output
     projections' outputs over the positions whose attention_mask is 1."""
@@ -320,7 +385,7 @@ class ManualMeans:
         return torch.stack([s / self.count for s in self.mlp_sums])
 
 
-__all__ = ["one_torch_thread", "zero_head_inputs", "mean_ablate_head_by_weights", "constant_output", "ManualMeans","MODEL_TYPES", "EAGER_ONLY", "HOOK_SITES", "HEAD_DIM", "layers_of", "attention_output", "mlp_output",
+__all__ = ["BETA", "EPS", "L_LEFT", "R_RIGHT", "set_logits", "sigmoid", "wrap", "one_torch_thread", "real_token_means", "zero_head_inputs", "mean_ablate_head_by_weights", "constant_output", "ManualMeans","MODEL_TYPES", "EAGER_ONLY", "HOOK_SITES", "HEAD_DIM", "layers_of", "attention_output", "mlp_output",
            "hooked_modules", "tiny_model", "tiny_config", "config_kwargs", "make_batch", "logits_of", "supports_sdpa",
            "is_conv1d", "linear_weight_in_out", "transformers"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import make_batch, skip_unless_peft_prefix_tuning_runs, tiny_model
+from tiny_models import make_batch, real_token_means, skip_unless_peft_prefix_tuning_runs, tiny_model
 from torch import nn
 
 from hf_heuristic_core import PrunableModel, PruningConfig
@@ -40,27 +40,8 @@ def _hand_means(model: nn.Module, batches, weights_of) -> tuple[torch.Tensor, to
     """Capture the attention output projections' inputs and the MLP output projections' outputs with our own hooks,
     and average them over the positions `weights_of(batch, x)` selects."""
     layers = model.get_base_model().bert.encoder.layer
-    seen: dict[str, list] = {"heads": [], "mlps": []}
-    handles = [layer.attention.output.dense.register_forward_pre_hook(
-        lambda m, a: seen["heads"].append(a[0].detach())) for layer in layers]
-    handles += [layer.output.dense.register_forward_hook(
-        lambda m, a, out: seen["mlps"].append(out.detach())) for layer in layers]
-    sums = {"heads": 0.0, "mlps": 0.0}
-    count = 0.0
-    try:
-        for batch in batches:
-            seen["heads"].clear()
-            seen["mlps"].clear()
-            with torch.no_grad():
-                model(**batch)
-            keep = weights_of(batch, seen["heads"][0]).bool()
-            for kind, total in sums.items():
-                sums[kind] = total + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
-            count += float(keep.sum())
-    finally:
-        for handle in handles:
-            handle.remove()
-    return sums["heads"] / count, sums["mlps"] / count
+    return real_token_means(model, [layer.attention.output.dense for layer in layers],
+                            [layer.output.dense for layer in layers], batches, positions=weights_of)
 
 
 def _computed(model: nn.Module, batches, **kwargs) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -293,28 +274,13 @@ def test_decoder_prefix_tuning_is_masked_and_means_are_real_token_means():
     prefix in place, and zero-ablating every unit changes the output."""
     model, batches = _prefix_tuned_llama(), [make_batch("llama", batch_size=3, seq_len=6, seed=s) for s in (0, 1)]
     layers = model.get_base_model().model.layers
-    seen: dict[str, list] = {"heads": [], "mlps": []}
-    handles = [layer.self_attn.o_proj.register_forward_pre_hook(lambda m, a: seen["heads"].append(a[0]))
-               for layer in layers]
-    handles += [layer.mlp.down_proj.register_forward_hook(lambda m, a, out: seen["mlps"].append(out))
-                for layer in layers]
-    sums, count = {"heads": 0.0, "mlps": 0.0}, 0.0
-    with torch.no_grad():
-        for batch in batches:
-            seen["heads"].clear()
-            seen["mlps"].clear()
-            model(**batch)
-            keep = batch["attention_mask"].bool()
-            for kind in sums:
-                sums[kind] = sums[kind] + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
-            count += float(keep.sum())
-    for handle in handles:
-        handle.remove()
+    heads, mlps = real_token_means(model, [layer.self_attn.o_proj for layer in layers],
+                                   [layer.mlp.down_proj for layer in layers], batches)
     wrapped = PrunableModel(model, PruningConfig(ablation="zero"))
     wrapped.compute_means(batches, show_progress=False)
     means = wrapped.get_means()
-    torch.testing.assert_close(means["heads"].flatten(-2).double(), sums["heads"] / count, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(means["mlps"].double(), sums["mlps"] / count, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(means["heads"].flatten(-2).double(), heads, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(means["mlps"].double(), mlps, atol=1e-5, rtol=1e-5)
     base = wrapped.model.get_base_model()
     with torch.no_grad():
         full = wrapped(**batches[0]).logits

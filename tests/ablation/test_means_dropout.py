@@ -10,6 +10,7 @@ from tiny_models import (
     layers_of,
     make_batch,
     mlp_output,
+    real_token_means,
     tiny_bert_classifier,
     tiny_model,
 )
@@ -26,26 +27,11 @@ def _batches():
 def _hand_means(model, batches, train: bool, mlp_site: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Our own hooks: heads at the attention output projection's input, MLPs at `mlp_site` of each layer."""
     layers = model.bert.encoder.layer
-    seen: dict[str, list] = {"heads": [], "mlps": []}
-    handles = [layer.attention.output.dense.register_forward_pre_hook(lambda m, a: seen["heads"].append(a[0]))
-               for layer in layers]
-    handles += [layer.get_submodule(mlp_site).register_forward_hook(lambda m, a, out: seen["mlps"].append(out))
-                for layer in layers]
     model.train(train)
-    sums, count = {"heads": 0.0, "mlps": 0.0}, 0.0
-    with torch.no_grad():
-        for batch in batches:
-            seen["heads"].clear()
-            seen["mlps"].clear()
-            model(**batch)
-            keep = batch["attention_mask"].bool()
-            for kind, total in sums.items():
-                sums[kind] = total + torch.stack([x[keep].double().sum(0) for x in seen[kind]])
-            count += float(keep.sum())
-    for handle in handles:
-        handle.remove()
+    means = real_token_means(model, [layer.attention.output.dense for layer in layers],
+                             [layer.get_submodule(mlp_site) for layer in layers], batches)
     model.eval()
-    return sums["heads"] / count, sums["mlps"] / count
+    return means
 
 
 def _computed(model, batches, **kwargs):

@@ -12,24 +12,13 @@ import copy
 import pytest
 import torch
 
-from hf_heuristic_core import PrunableModel, PruningConfig, PruningError
+from hf_heuristic_core import PruningError
 
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import HEAD_DIM, HEADS, LAYERS, attention_output, logits_of, make_batch, mlp_output, tiny_model
+from tiny_models import (HEADS, HEAD_DIM, LAYERS, attention_output, logits_of, make_batch, mlp_output, set_logits,
+                         tiny_model, wrap)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
-def _set_logits(pm: PrunableModel, heads=None, mlps=None) -> None:
-    with torch.no_grad():
-        if heads is not None:
-            pm.mask_logits.heads.copy_(torch.as_tensor(heads, dtype=torch.float32))
-        if mlps is not None:
-            pm.mask_logits.mlps.copy_(torch.as_tensor(mlps, dtype=torch.float32))
 
 
 def _roll_batch(x: torch.Tensor, batch_size: int) -> torch.Tensor:
@@ -54,7 +43,7 @@ def test_resample_ablation_of_a_head_matches_hand_reference(model_type):
     attention_output(reference, model_type, layer).register_forward_pre_hook(replace_head)
     expected = logits_of(reference, batch)
 
-    pm = _wrap(model, ablation="resample").eval()
+    pm = wrap(model, ablation="resample").eval()
     heads = torch.ones(LAYERS, HEADS)
     heads[layer, head] = 0
     pm.set_masks(heads=heads)
@@ -70,13 +59,13 @@ def test_resample_ablation_of_an_mlp_matches_hand_reference(model_type):
     mlp_output(reference, model_type, 0).register_forward_hook(lambda m, a, out: _roll_batch(out, 3))
     expected = logits_of(reference, batch)
 
-    pm = _wrap(model, ablation="resample").eval()
+    pm = wrap(model, ablation="resample").eval()
     pm.set_masks(mlps=torch.tensor([0.0, 1.0]))
     torch.testing.assert_close(logits_of(pm, batch), expected, atol=1e-5, rtol=1e-4)
 
 
 def test_resample_needs_two_examples():
-    pm = _wrap(tiny_model("bert"), ablation="resample").eval()
+    pm = wrap(tiny_model("bert"), ablation="resample").eval()
     pm.set_masks(heads=torch.zeros(LAYERS, HEADS))
     with pytest.raises(PruningError, match="at least 2"):
         logits_of(pm, make_batch("bert", batch_size=1))
@@ -90,10 +79,10 @@ def test_ablation_modes_switch_and_soft_eval_masks_scale_heads():
     with torch.no_grad():
         attention_output(reference, "gpt2", 0).weight[HEAD_DIM["gpt2"]:2 * HEAD_DIM["gpt2"], :] *= 0.5
     expected = logits_of(reference, batch)
-    pm = _wrap(model, ablation="zero", eval_mask="soft").eval()
+    pm = wrap(model, ablation="zero", eval_mask="soft").eval()
     heads = torch.full((LAYERS, HEADS), 10.0)
     heads[0, 1] = 0.0  # deterministic z = sigmoid(0) * 1.2 - 0.1 = 0.5
-    _set_logits(pm, heads, torch.full((LAYERS,), 10.0))
+    set_logits(pm, heads, torch.full((LAYERS,), 10.0))
     assert float(pm.get_masks(binary=False)["heads"][0, 1]) == pytest.approx(0.5)
     torch.testing.assert_close(logits_of(pm, batch), expected, atol=1e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="ablation"):

@@ -7,18 +7,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from auto_classes import build, inputs_for, is_two_stack, rows
+from auto_classes import (build, first_of_each_fast, inputs_for, is_two_stack, rows,
+                          shared_model_builds)  # noqa: F401  (fixture)
 from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.analysis.attention_patterns import (CATEGORIES, AttentionUnavailableError, attention_shares,
                                                            collect_attention_shares)
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
-ROWS = rows()
-FIRST_OF_EACH = {row.model_type: row for row in reversed(ROWS)}
-CASES = [pytest.param(row, id=row.id, marks=() if FIRST_OF_EACH[row.model_type] == row else pytest.mark.slow)
-         for row in ROWS]
+# One head class per model type in the default run; every class in the slow run.
+CASES = first_of_each_fast(rows())
 SPECIAL = [0, 1, 2]
 
 

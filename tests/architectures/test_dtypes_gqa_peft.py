@@ -12,36 +12,22 @@ import copy
 import pytest
 import torch
 
-from hf_heuristic_core import PrunableModel, PruningConfig
-
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import (HEAD_DIM, HEADS, LAYERS, attention_output, constant_output, logits_of, make_batch, mlp_output,
-                         tiny_model, zero_head_inputs)
+from tiny_models import (HEADS, HEAD_DIM, LAYERS, attention_output, constant_output, logits_of, make_batch,
+                         mlp_output, set_logits, tiny_model, wrap, zero_head_inputs)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
-def _set_logits(pm: PrunableModel, heads=None, mlps=None) -> None:
-    with torch.no_grad():
-        if heads is not None:
-            pm.mask_logits.heads.copy_(torch.as_tensor(heads, dtype=torch.float32))
-        if mlps is not None:
-            pm.mask_logits.mlps.copy_(torch.as_tensor(mlps, dtype=torch.float32))
 
 
 def test_bf16_model_with_fp32_mask_parameters():
     model = tiny_model("llama", dtype=torch.bfloat16)
     assert next(model.parameters()).dtype == torch.bfloat16
     batch = make_batch("llama")
-    pm = _wrap(model)  # mean ablation
+    pm = wrap(model)  # mean ablation
     pm.compute_means([batch], show_progress=False)
     assert pm.mask_logits.heads.dtype == torch.float32 and pm.mask_logits.mlps.dtype == torch.float32
     assert pm.get_means()["heads"].dtype == torch.float32 and pm.get_means()["mlps"].dtype == torch.float32
-    _set_logits(pm, torch.zeros(LAYERS, HEADS), torch.zeros(LAYERS))
+    set_logits(pm, torch.zeros(LAYERS, HEADS), torch.zeros(LAYERS))
     pm.train()
     out = pm(**batch, labels=torch.tensor([0, 1, 2]))
     assert out.logits.dtype == torch.bfloat16 and torch.isfinite(out.logits.float()).all()
@@ -57,7 +43,7 @@ def test_bf16_zero_ablation_equals_zeroed_columns():
     reference = copy.deepcopy(model)
     zero_head_inputs(attention_output(reference, "llama", 1), [3], HEAD_DIM["llama"])
     batch = make_batch("llama")
-    pm = _wrap(model, ablation="zero").eval()
+    pm = wrap(model, ablation="zero").eval()
     heads = torch.ones(LAYERS, HEADS)
     heads[1, 3] = 0
     pm.set_masks(heads=heads)
@@ -72,7 +58,7 @@ def test_gqa_heads_sharing_a_kv_head_are_masked_independently(model_type):
     for head in range(HEADS):
         reference = copy.deepcopy(model)
         zero_head_inputs(attention_output(reference, model_type, 0), [head], HEAD_DIM[model_type])
-        pm = _wrap(copy.deepcopy(model), ablation="zero").eval()
+        pm = wrap(copy.deepcopy(model), ablation="zero").eval()
         heads = torch.ones(LAYERS, HEADS)
         heads[0, head] = 0
         pm.set_masks(heads=heads)
@@ -96,7 +82,7 @@ def test_peft_lora_model_masks_base_and_adapter(model_type, targets):
     constant_output(mlp_output(merged, model_type, 1), torch.zeros(1))
     expected = logits_of(merged, batch)
 
-    pm = _wrap(lora, ablation="zero").eval()
+    pm = wrap(lora, ablation="zero").eval()
     assert (pm.num_layers, pm.num_heads, pm.head_dim) == (LAYERS, HEADS, HEAD_DIM[model_type])
     heads = torch.ones(LAYERS, HEADS)
     heads[0, 1] = 0

@@ -12,14 +12,12 @@ import hashlib
 import pytest
 import torch
 
-from hf_heuristic_core import PrunableModel, PruningConfig
-
-from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import (EAGER_ONLY, HEAD_DIM, HEADS, LAYERS, MODEL_TYPES, ManualMeans, attention_output,
+from tiny_models import one_torch_thread, shared_model_builds  # noqa: F401  (fixtures)
+from tiny_models import (EAGER_ONLY, HEADS, HEAD_DIM, LAYERS, MODEL_TYPES, ManualMeans, attention_output,
                          constant_output, hooked_modules, logits_of, make_batch, mean_ablate_head_by_weights,
-                         mlp_output, tiny_model, zero_head_inputs)
+                         mlp_output, tiny_model, wrap, zero_head_inputs)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
 CASES = [pytest.param(t, impl, id=f"{t}-{impl}") for t in MODEL_TYPES for impl in ("eager", "sdpa")
          if not (impl == "sdpa" and t in EAGER_ONLY)]
@@ -46,15 +44,11 @@ def _head_mask(pairs) -> torch.Tensor:
     return mask
 
 
-def _wrap(model, **config):
-    return PrunableModel(model, PruningConfig(**config))
-
-
 @pytest.mark.parametrize("model_type, impl", CASES)
 def test_architecture_resolved_with_projection_head_dim(model_type, impl):
     model = tiny_model(model_type, attn_implementation=impl)
     assert model.config._attn_implementation == impl
-    pm = _wrap(model, ablation="zero")
+    pm = wrap(model, ablation="zero")
     assert (pm.num_layers, pm.num_heads, pm.head_dim) == (LAYERS, HEADS, HEAD_DIM[model_type])
     assert pm.model is model
     arch = pm.architecture
@@ -69,7 +63,7 @@ def test_all_ones_masks_reproduce_unwrapped_logits_exactly(model_type, impl, abl
     model = tiny_model(model_type, attn_implementation=impl)
     batch = make_batch(model_type)
     expected = logits_of(model, batch)
-    pm = _wrap(model, ablation=ablation)
+    pm = wrap(model, ablation=ablation)
     if ablation == "mean":
         pm.compute_means([make_batch(model_type, seed=5)], show_progress=False)
     pm.eval()
@@ -99,7 +93,7 @@ def test_zero_ablating_random_heads_equals_zeroed_projection_columns(model_type,
     expected = logits_of(reference, batch)
     assert not torch.allclose(expected, logits_of(model, batch), atol=1e-4), "reference must differ from the full model"
 
-    pm = _wrap(model, ablation="zero").eval()
+    pm = wrap(model, ablation="zero").eval()
     pm.set_masks(heads=_head_mask(pairs))
     torch.testing.assert_close(logits_of(pm, batch), expected, atol=1e-6, rtol=1e-5)
 
@@ -113,7 +107,7 @@ def test_zero_ablating_an_mlp_equals_zeroed_mlp_output(model_type, impl):
     batch = make_batch(model_type)
     expected = logits_of(reference, batch)
 
-    pm = _wrap(model, ablation="zero").eval()
+    pm = wrap(model, ablation="zero").eval()
     mlps = torch.ones(LAYERS)
     mlps[layer] = 0
     pm.set_masks(mlps=mlps)
@@ -137,7 +131,7 @@ def test_mean_ablating_a_head_equals_bias_folded_reference(model_type, impl):
     batch = make_batch(model_type, seed=3)
     expected = logits_of(reference, batch)
 
-    pm = _wrap(model, ablation="mean").eval()
+    pm = wrap(model, ablation="mean").eval()
     pm.compute_means(data, show_progress=False)
     pm.set_masks(heads=_head_mask(pairs))
     got = logits_of(pm, batch)
@@ -158,7 +152,7 @@ def test_mean_ablating_an_mlp_equals_constant_output_reference(model_type, impl)
     batch = make_batch(model_type, seed=4)
     expected = logits_of(reference, batch)
 
-    pm = _wrap(model, ablation="mean").eval()
+    pm = wrap(model, ablation="mean").eval()
     pm.compute_means(data, show_progress=False)
     mlps = torch.ones(LAYERS)
     mlps[layer] = 0
@@ -175,7 +169,7 @@ def test_compute_means_counts_only_real_tokens(model_type, impl, padding):
     manual = ManualMeans(copy.deepcopy(model), model_type).run(data)
     assert manual.count == 7 + 3 + 5 + 2 + 6
 
-    pm = _wrap(model, ablation="mean")
+    pm = wrap(model, ablation="mean")
     info = pm.compute_means(data, show_progress=False)
     assert info["token_count"] == manual.count
     assert pm.get_means()["heads"].dtype == torch.float32 and pm.get_means()["mlps"].dtype == torch.float32
@@ -208,7 +202,7 @@ def test_unwrap_restores_bit_identical_model(model_type, impl):
     requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
     hooks_before = {name: (dict(m._forward_pre_hooks), dict(m._forward_hooks)) for name, m in model.named_modules()}
 
-    pm = _wrap(model, ablation="zero")
+    pm = wrap(model, ablation="zero")
     assert not any(p.requires_grad for p in model.parameters())  # base frozen while wrapped
     assert all(len(m._forward_pre_hooks) + len(m._forward_hooks) > 0 for m in hooked_modules(model, model_type))
     pm.set_masks(heads=_head_mask(_random_heads(model_type)), mlps=torch.zeros(LAYERS))
@@ -237,7 +231,7 @@ def _random_fixed_masks(model_type):
 def test_save_load_round_trip_gives_identical_outputs(model_type, impl, kind, tmp_path):
     model = tiny_model(model_type, attn_implementation=impl)
     batch = make_batch(model_type, seed=7)
-    pm = _wrap(model, ablation="mean")
+    pm = wrap(model, ablation="mean")
     pm.compute_means(_means_data(model_type), show_progress=False)
     if kind == "fixed":
         heads, mlps = _random_fixed_masks(model_type)
@@ -253,7 +247,7 @@ def test_save_load_round_trip_gives_identical_outputs(model_type, impl, kind, tm
     assert (expected_masks["heads"] == 0).any() and (expected_masks["mlps"] == 0).any()
     pm.save_pretrained(tmp_path / "artifact")
 
-    fresh = _wrap(tiny_model(model_type, attn_implementation=impl))
+    fresh = wrap(tiny_model(model_type, attn_implementation=impl))
     fresh.load_masks(tmp_path / "artifact")
     fresh.eval()
     assert torch.equal(fresh.get_means()["heads"], pm.get_means()["heads"]) and torch.equal(fresh.get_means()["mlps"], pm.get_means()["mlps"])

@@ -4,9 +4,9 @@ never imports through the `cli` package that imports it."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
+
+from fresh_process import python_output
 
 import hf_heuristic_core
 
@@ -17,8 +17,7 @@ def test_evaluating_a_subnetwork_does_not_import_the_trainer():
     code = ("import sys, hf_heuristic_core.evaluation.subnetwork; "
             "print(sorted(m for m in ('transformers.trainer', 'hf_heuristic_core.training.trainer') "
             "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert python_output(code) == ["[]"]
 
 
 def _imports_of_the_cli_package(source: str) -> list[int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401
+from tiny_models import make_batch, one_torch_thread, shared_model_builds, tiny_model  # noqa: F401
 from transformers import AutoModel, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 import hf_heuristic_core
@@ -27,7 +27,7 @@ from hf_heuristic_core.export.autoload import (
     unregister_autoload,
 )
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
 LAYERS = 4
 # (model type, ablation, granularity)
@@ -179,54 +179,62 @@ def test_without_the_patch_automodel_refuses_and_load_slim_still_works(exported)
 STOCK_LOAD = textwrap.dedent("""
     import json, sys, torch
     from transformers import AutoModelForCausalLM
-    folder, batch_file, reference_file = sys.argv[1:4]
-    try:
-        model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    except Exception as err:
-        result = {"error": type(err).__name__ + ": " + str(err)[-300:]}
-    else:
-        with torch.no_grad():
-            logits = model(**torch.load(batch_file)).logits
-        reference = torch.load(reference_file)
-        same = logits.shape == reference.shape and float((logits - reference).abs().max()) <= 1e-5
-        result = {"error": None, "same_logits": bool(same)}
-    result["package_imported"] = "hf_heuristic_core" in sys.modules
-    print(json.dumps(result))
+    results = {}
+    for name, folder, batch_file, reference_file in json.loads(sys.argv[1]):
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        except Exception as err:
+            result = {"error": type(err).__name__ + ": " + str(err)[-300:]}
+        else:
+            with torch.no_grad():
+                logits = model(**torch.load(batch_file)).logits
+            reference = torch.load(reference_file)
+            same = logits.shape == reference.shape and float((logits - reference).abs().max()) <= 1e-5
+            result = {"error": None, "same_logits": bool(same)}
+        results[name] = result
+    results["package_imported"] = "hf_heuristic_core" in sys.modules
+    print(json.dumps(results))
 """)
 
 
-def _stock_load(folder, data, tmp_path) -> dict:
-    torch.save(data["batch"], tmp_path / "batch.pt")
-    with torch.no_grad():
-        torch.save(load_slim(data["folder"])(**data["batch"]).logits, tmp_path / "reference.pt")
-    result = subprocess.run([sys.executable, "-c", STOCK_LOAD, str(folder), str(tmp_path / "batch.pt"),
-                             str(tmp_path / "reference.pt")], check=False, capture_output=True, text=True,
-                            timeout=600,
-                            env=STOCK_ENV, cwd=tmp_path)
+@pytest.fixture(scope="module")
+def stock_loads(exported, tmp_path_factory) -> dict[str, dict]:
+    """What one process without the package (stock transformers) makes of two folders: the slim folder itself
+    ("slim"), and the same folder with our per-layer schema written as transformers' own `per_layer_config`
+    ("per_layer"); one launch for both (starting the interpreter is most of the time)."""
+    root = tmp_path_factory.mktemp("stock")
+    folder = root / "per_layer"
+    shutil.copytree(exported[("llama", "zero", "unit")]["folder"], folder)
+    raw = json.loads((folder / "config.json").read_text())
+    raw["per_layer_config"] = raw.pop(SCHEMA_KEY)
+    del raw["hf_heuristic_core_slim"]
+    (folder / "config.json").write_text(json.dumps(raw))
+    loads = []
+    for name, data, target in (("slim", exported[("llama", "mean", "unit")], None),
+                               ("per_layer", exported[("llama", "zero", "unit")], folder)):
+        torch.save(data["batch"], root / f"{name}-batch.pt")
+        with torch.no_grad():
+            torch.save(load_slim(data["folder"])(**data["batch"]).logits, root / f"{name}-reference.pt")
+        loads.append((name, str(target or data["folder"]), str(root / f"{name}-batch.pt"),
+                      str(root / f"{name}-reference.pt")))
+    result = subprocess.run([sys.executable, "-c", STOCK_LOAD, json.dumps(loads)], check=False, capture_output=True,
+                            text=True, timeout=600, env=STOCK_ENV, cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["package_imported"] is False
     return loaded
 
 
-def test_a_process_without_the_package_fails_loudly(exported, tmp_path):
+def test_a_process_without_the_package_fails_loudly(stock_loads):
     """Never silent wrong logits: stock transformers refuses the folder's weight shapes."""
-    data = exported[("llama", "mean", "unit")]
-    loaded = _stock_load(data["folder"], data, tmp_path)
+    loaded = stock_loads["slim"]
     assert loaded["error"] is not None and "ignore_mismatched_sizes" in loaded["error"], loaded
 
 
-def test_canary_stock_transformers_cannot_build_the_per_layer_config(exported, tmp_path):
+def test_canary_stock_transformers_cannot_build_the_per_layer_config(stock_loads):
     """RED means transformers now builds uneven layers from `per_layer_config` by itself: then save_slim should write
     its schema (`SCHEMA_KEY`) as `per_layer_config`, and the patch in export/autoload.py can go."""
-    data = exported[("llama", "zero", "unit")]
-    folder = tmp_path / "per_layer"
-    shutil.copytree(data["folder"], folder)
-    raw = json.loads((folder / "config.json").read_text())
-    raw["per_layer_config"] = raw.pop(SCHEMA_KEY)
-    del raw["hf_heuristic_core_slim"]
-    (folder / "config.json").write_text(json.dumps(raw))
-    loaded = _stock_load(folder, data, tmp_path)
+    loaded = stock_loads["per_layer"]
     assert loaded["error"] is not None or not loaded["same_logits"], (
         "transformers now loads an uneven per_layer_config folder with the right logits and no patch: write "
         "per_layer_config in save_slim and remove the patch in hf_heuristic_core/export/autoload.py")

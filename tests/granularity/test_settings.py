@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from fresh_process import python_output
 
 from hf_heuristic_core import PruningConfig
 from hf_heuristic_core.config import GRANULARITY_SETTINGS_CLASSES
@@ -48,7 +48,7 @@ def test_granularity_settings_import_no_torch():
             "from hf_heuristic_core.config import PruningConfig; "
             "print(PruningConfig(granularity='weight', mask_bias=True).granularity_settings); "
             "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    out = python_output(code)
     assert out[0] == ("WeightSettings(target_modules=None, layers_to_transform=None, mask_bias=True, "
                       "logits_dtype='float32')")
     assert out[1] == "False"

@@ -4,9 +4,9 @@ to happen (`cli/induce.py` <-> `induction/runner.py` was one)."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
+
+from fresh_process import python_output
 
 import hf_heuristic_core
 
@@ -71,8 +71,7 @@ def test_induction_arguments_import_without_torch():
     code = ("import sys; from hf_heuristic_core.induction.arguments import InductionArguments; "
             "import hf_heuristic_core.cli.induce as c; assert c.InductionArguments is InductionArguments; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert python_output(code) == ["[]"]
 
 
 def test_old_paths_still_work():

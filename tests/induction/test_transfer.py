@@ -200,13 +200,20 @@ def test_plain_module_is_reinitialized_with_reset_parameters():
         assert torch.equal(effective[name][~gate], fresh.detach()[~gate])
 
 
-def test_merge_transplant_leaves_plain_tied_trainable_parameters_with_the_same_outputs():
+def _transplanted_gpt2(masked: list[str]):
+    """A GPT-2 LM transplanted under random masks on `masked`: the source, the masks, the transplant, a batch and
+    the transplant's logits on it."""
     source = tiny_model("gpt2", task="causal_lm")
-    masks = _random_masks(source, ["transformer.wte.weight", "transformer.h.1.attn.c_proj.weight"])
+    masks = _random_masks(source, masked)
     model = transfer_subnetwork(source, masks, seed=SEED).eval()
     batch = make_batch("gpt2")
     with torch.no_grad():
         before = model(**batch).logits
+    return source, masks, model, batch, before
+
+
+def test_merge_transplant_leaves_plain_tied_trainable_parameters_with_the_same_outputs():
+    source, _, model, batch, before = _transplanted_gpt2(["transformer.wte.weight", "transformer.h.1.attn.c_proj.weight"])
     expected = {k: v.clone() for k, v in effective_state_dict(model).items()}
     merge_transplant(model)
     assert not any(".parametrizations." in n for n, _ in model.named_parameters())
@@ -258,12 +265,7 @@ def test_transplant_parametrization_by_hand_nan_proof_and_no_gradient_at_frozen_
 def test_merging_a_deep_copy_leaves_the_original_transplanted_model_intact():
     import copy
 
-    source = tiny_model("gpt2", task="causal_lm")
-    masks = _random_masks(source, ["transformer.wte.weight", "transformer.h.0.mlp.c_fc.weight"])
-    model = transfer_subnetwork(source, masks, seed=SEED).eval()
-    batch = make_batch("gpt2")
-    with torch.no_grad():
-        before = model(**batch).logits
+    _, masks, model, batch, before = _transplanted_gpt2(["transformer.wte.weight", "transformer.h.0.mlp.c_fc.weight"])
     merged = merge_transplant(copy.deepcopy(model))
     assert type(merged.transformer.h[0].mlp.c_fc).__name__ == "Conv1D"
     assert type(model.transformer.h[0].mlp.c_fc).__name__ == "ParametrizedConv1D"

@@ -7,24 +7,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from auto_classes import build, inputs_for, rows
+from auto_classes import (OUTPUT_FLAGS, build, first_of_each_fast, inputs_for, output_fields, rows,
+                          shared_model_builds)  # noqa: F401  (fixture)
 from hf_heuristic_core import PrunableModel, PruningConfig, slim_model_types
 from hf_heuristic_core.induction.transfer import transfer_subnetwork
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
-ROWS = rows()
-FLAGS = {"output_hidden_states": True, "output_attentions": True}
 # One head class per model type in the default run; every class in the slow run.
-FIRST_OF_EACH = {row.model_type: row for row in reversed(ROWS)}
-CASES = [pytest.param(row, id=row.id, marks=() if FIRST_OF_EACH[row.model_type] == row else pytest.mark.slow)
-         for row in ROWS]
-
-
-def fields(output) -> dict[str, object]:
-    return {key: (type(value).__name__, len(value) if isinstance(value, tuple) else None)
-            for key, value in output.items() if value is not None}
+CASES = first_of_each_fast(rows())
 
 
 def _masks(prunable) -> dict[str, torch.Tensor]:
@@ -38,9 +30,9 @@ def _masks(prunable) -> dict[str, torch.Tensor]:
 def test_transplant_returns_the_fields_of_its_source(row):
     model = build(row, attn_implementation="eager")
     inputs = inputs_for(model, row)
-    flags = {**FLAGS, **({"use_cache": True} if row.generative else {})}
+    flags = {**OUTPUT_FLAGS, **({"use_cache": True} if row.generative else {})}
     with torch.no_grad():
-        expected = fields(model(**inputs, **flags))   # the source has run with every output flag before
+        expected = output_fields(model(**inputs, **flags))   # the source has run with every output flag before
     granularities = ["weight"] + (["unit"] if row.model_type in slim_model_types() else [])
     for granularity in granularities:
         prunable = PrunableModel(model, PruningConfig(granularity=granularity, ablation="zero"))
@@ -49,4 +41,4 @@ def test_transplant_returns_the_fields_of_its_source(row):
         prunable.unwrap()
         transplant = transfer_subnetwork(model, masks, seed=0, config=config)
         with torch.no_grad():
-            assert fields(transplant(**inputs, **flags)) == expected, (row.id, granularity)
+            assert output_fields(transplant(**inputs, **flags)) == expected, (row.id, granularity)

@@ -4,78 +4,67 @@ The rows come from transformers' auto-class mappings (`tests/auto_classes.py`): 
 its rows here. Every check uses hooks registered *after* wrapping, on the sites the map names, walked by the test
 itself: with every unit zero-ablated, every attention output projection's input (heads) and every MLP output
 projection's output (blocks) must be exactly 0 on every entry (the wrapper, the Transformers model called directly,
-its body, each stack called on its own); with all-ones masks the outputs are bit-identical to the unwrapped model.
+its body, each stack called on its own) and, for generative classes, in every step of `generate()` (the wrapper's and
+the model's own); with all-ones masks the outputs and generated tokens are bit-identical to the unwrapped model's.
 The same for neurons (the MLP output projection's input) and weights (the parametrized projection's output is its
-bias). `generate()` (wrapper and the model's own), a `Trainer` step (mask logits get gradients, with gradient
-checkpointing where the model supports it), a LoRA-wrapped forward, `compute_means` and resample ablation run
-through every head class too.
+bias). A stock `Trainer` step (mask logits get gradients, with gradient checkpointing where the model supports it),
+a LoRA-wrapped forward, `compute_means` and resample ablation run through every head class too.
 
-The default run covers every row for the unit granularity's entries and all-ones identity (the fast core); the other
-checks are marked slow (CI runs them).
+The default run covers every row for unit masks on every entry and in `generate()`, and all-ones identity (the fast
+core); the other checks are marked slow (CI runs them). Models are built once per session (`auto_classes.build`).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
 import transformers
 
-from auto_classes import (accepts, build, first_float, hf_model, inputs_for, is_two_stack, rows, sites,
-                          stack_modules, tensors)
+from auto_classes import (SiteProbe, accepts, build, first_float, hf_model, inputs_for, is_two_stack, rows,
+                          set_all_masks, shared_model_builds, sites, stack_modules, tensors)  # noqa: F401  (fixture)
 from hf_heuristic_core import PrunableModel, PruningConfig
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
 ROWS = rows()
 ROW_IDS = [row.id for row in ROWS]
-GENERATIVE = [row for row in ROWS if row.generative]
+GENERATION = {"max_new_tokens": 3, "do_sample": False}
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-class SiteProbe:
-    """Independent hooks on the map's sites, registered after wrapping: what each site's masked value was."""
-
-    def __init__(self, model, roles=("attention", "cross", "mlp"), mlp_where: str = "output") -> None:
-        self.seen: dict[tuple, list[float]] = {}
-        self.handles = []
-        for stack, found in sites(model).items():
-            for role in roles:
-                for layer, module in enumerate(found[role]):
-                    key = (stack, role, layer)
-                    if role == "mlp" and mlp_where == "output":
-                        self.handles.append(module.register_forward_hook(
-                            lambda m, a, out, key=key: self._record(key, out)))
-                    else:
-                        self.handles.append(module.register_forward_pre_hook(
-                            lambda m, a, key=key: self._record(key, a[0])))
-
-    def _record(self, key, value) -> None:
-        self.seen.setdefault(key, []).append(float(value.detach().abs().max()))
-
-    def expected(self, model, stacks=None, roles=("attention", "cross", "mlp")) -> set:
-        return {(stack, role, layer) for stack, found in sites(model).items() if stacks is None or stack in stacks
-                for role in roles for layer in range(len(found[role]))}
-
-    def nonzero(self) -> dict:
-        return {key: max(values) for key, values in self.seen.items() if max(values) != 0}
-
-    def clear(self) -> None:
-        self.seen.clear()
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-
-
 def _zero(prunable: PrunableModel) -> None:
-    prunable.set_masks({kind: torch.zeros(shape) for kind, shape in prunable.mask_shapes().items()})
+    set_all_masks(prunable, 0)
 
 
 def _ones(prunable: PrunableModel) -> None:
-    prunable.set_masks({kind: torch.ones(shape) for kind, shape in prunable.mask_shapes().items()})
+    set_all_masks(prunable, 1)
+
+
+def _generation_inputs(model, row) -> dict:
+    inputs = inputs_for(model, row, padded=False)
+    return {k: v for k, v in inputs.items() if k in ("input_ids", "attention_mask")}
+
+
+@functools.lru_cache(maxsize=None)
+def _unwrapped(row) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """The unwrapped model's outputs on `inputs_for(row)` and, for generative classes, its greedy tokens: the
+    reference of every all-ones check, computed once per row on a copy of its own."""
+    model = build(row)
+    with torch.no_grad():
+        outputs = tensors(model(**inputs_for(model, row)))
+    tokens = model.generate(**_generation_inputs(model, row), **GENERATION,
+                            pad_token_id=model.config.pad_token_id) if row.generative else None
+    return outputs, tokens
+
+
+def _bit_identical(got, row) -> bool:
+    expected = _unwrapped(row)[0]
+    got = tensors(got)
+    return len(got) == len(expected) and all(torch.equal(a, b) for a, b in zip(got, expected))
 
 
 def _stack_inputs(model, stack: str, module, inputs: dict) -> dict:
@@ -119,7 +108,10 @@ def _body_needs_decoder_inputs(inner, inputs) -> bool:
 
 # ---------------------------------------------------------------------------------------------------- fast core
 @pytest.mark.parametrize("row", ROWS, ids=ROW_IDS)
-def test_zero_unit_masks_reach_every_site_on_every_entry(row):
+def test_unit_masks_on_every_entry_and_in_generate(row):
+    """Zero unit masks: no site sees an unmasked value on any entry, nor in any step of the wrapper's and the
+    model's own generate() (the encoder of an encoder-decoder model included); all-ones masks: every output tensor
+    and the generated tokens are the unwrapped model's, bit for bit."""
     model = build(row)
     inputs = inputs_for(model, row)
     prunable = PrunableModel(model, PruningConfig(ablation="zero")).eval()
@@ -133,21 +125,21 @@ def test_zero_unit_masks_reach_every_site_on_every_entry(row):
         expected = probe.expected(model, stacks)
         assert expected <= set(probe.seen), f"{row.id} via {name}: sites never ran {sorted(expected - set(probe.seen))}"
         assert not probe.nonzero(), f"{row.id} via {name}: unmasked values at {probe.nonzero()}"
+    generation = _generation_inputs(model, row) if row.generative else {}
+    settings = {**GENERATION, "pad_token_id": model.config.pad_token_id}
+    for name, generate in ((("wrapper", prunable.generate), ("model", prunable.model.generate))
+                           if row.generative else ()):
+        probe.clear()
+        generate(**generation, **settings)
+        assert probe.expected(model) <= set(probe.seen), f"{row.id} {name}.generate: sites never ran"
+        assert not probe.nonzero(), f"{row.id} {name}.generate: unmasked values at {probe.nonzero()}"
     probe.remove()
-
-
-@pytest.mark.parametrize("row", ROWS, ids=ROW_IDS)
-def test_all_ones_unit_masks_are_bit_identical_to_the_unwrapped_model(row):
-    model = build(row)
-    reference = copy.deepcopy(model)
-    inputs = inputs_for(model, row)
-    prunable = PrunableModel(model, PruningConfig(ablation="zero")).eval()
     _ones(prunable)
     with torch.no_grad():
-        expected = tensors(reference(**inputs))
-        for got in (tensors(prunable(**inputs)), tensors(prunable.model(**inputs))):
-            assert len(got) == len(expected)
-            assert all(torch.equal(a, b) for a, b in zip(got, expected)), row.id
+        for name, call in (("wrapper", prunable), ("model", prunable.model)):
+            assert _bit_identical(call(**inputs), row), f"{row.id} via {name}"
+    if row.generative:
+        assert torch.equal(prunable.generate(**generation, **settings), _unwrapped(row)[1]), row.id
 
 
 # ---------------------------------------------------------------------------------------------------- slow: the rest
@@ -155,7 +147,6 @@ def test_all_ones_unit_masks_are_bit_identical_to_the_unwrapped_model(row):
 @pytest.mark.parametrize("row", ROWS, ids=ROW_IDS)
 def test_neuron_masks_on_every_entry(row):
     model = build(row)
-    reference = copy.deepcopy(model)
     inputs = inputs_for(model, row)
     prunable = PrunableModel(model, PruningConfig(granularity="neuron", ablation="zero")).eval()
     _zero(prunable)
@@ -170,7 +161,7 @@ def test_neuron_masks_on_every_entry(row):
     probe.remove()
     _ones(prunable)
     with torch.no_grad():
-        assert all(torch.equal(a, b) for a, b in zip(tensors(prunable(**inputs)), tensors(reference(**inputs))))
+        assert _bit_identical(prunable(**inputs), row)
 
 
 def _weight_targets(model) -> list[str]:
@@ -185,7 +176,6 @@ def test_weight_masks_on_every_entry(row):
     """Zero weight masks on every attention and MLP output projection: each projection outputs its bias (or 0)
     on every entry; all-ones masks give the unwrapped model's outputs bit for bit."""
     model = build(row)
-    reference = copy.deepcopy(model)
     inputs = inputs_for(model, row)
     targets = _weight_targets(model)
     prunable = PrunableModel(model, PruningConfig(granularity="weight", target_modules=targets, mask_bias=False)
@@ -213,35 +203,7 @@ def test_weight_masks_on_every_entry(row):
         handle.remove()
     _ones(prunable)
     with torch.no_grad():
-        assert all(torch.equal(a, b) for a, b in zip(tensors(prunable(**inputs)), tensors(reference(**inputs))))
-
-
-def _generation_inputs(inputs: dict) -> dict:
-    return {k: v for k, v in inputs.items() if k in ("input_ids", "attention_mask")}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("row", GENERATIVE, ids=[row.id for row in GENERATIVE])
-def test_generate_is_masked_on_every_step(row):
-    """generate() through the wrapper and the model's own generate(): with every unit zero-ablated, no site sees an
-    unmasked value in any step (the encoder of an encoder-decoder model included); all-ones masks generate the
-    unwrapped model's tokens."""
-    model = build(row)
-    reference = copy.deepcopy(model)
-    inputs = _generation_inputs(inputs_for(model, row, padded=False))
-    settings = {"max_new_tokens": 3, "do_sample": False, "pad_token_id": model.config.pad_token_id}
-    prunable = PrunableModel(model, PruningConfig(ablation="zero")).eval()
-    _zero(prunable)
-    probe = SiteProbe(model)
-    for name, generate in (("wrapper", prunable.generate), ("model", prunable.model.generate)):
-        probe.clear()
-        generate(**inputs, **settings)
-        expected = probe.expected(model)
-        assert expected <= set(probe.seen), f"{row.id} {name}.generate: sites never ran"
-        assert not probe.nonzero(), f"{row.id} {name}.generate: unmasked values at {probe.nonzero()}"
-    probe.remove()
-    _ones(prunable)
-    assert torch.equal(prunable.generate(**inputs, **settings), reference.generate(**inputs, **settings))
+        assert _bit_identical(prunable(**inputs), row)
 
 
 class _OutputLossTrainer(transformers.Trainer):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from auto_classes import Row, build, inputs_for, rows, sites
+from auto_classes import (Row, SiteProbe, build, inputs_for, rows, set_all_masks,
+                          shared_model_builds)  # noqa: F401  (fixture)
 from hf_heuristic_core import PrunableModel, PruningConfig
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 from tiny_models import skip_unless_peft_prefix_tuning_runs
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
 peft = pytest.importorskip("peft")
 
@@ -55,19 +56,8 @@ def test_prompt_learning_wrappers_are_masked(row, task, method):
     except NotImplementedError as error:   # e.g. BART-style classifiers take no input embeddings
         pytest.skip(f"{row.class_name} cannot run {method} tuning at all: {error}")
     prunable = PrunableModel(wrapped, PruningConfig(ablation="zero")).eval()
-    prunable.set_masks({kind: torch.zeros(shape) for kind, shape in prunable.mask_shapes().items()})
-    seen: dict[tuple, list[float]] = {}
-    for stack, found in sites(model).items():
-        for role, modules in found.items():
-            for layer, module in enumerate(modules):
-                key = (stack, role, layer)
-                if role == "mlp":
-                    module.register_forward_hook(lambda m, a, out, key=key: seen.setdefault(key, []).append(
-                        float(out.abs().max())))
-                else:
-                    module.register_forward_pre_hook(lambda m, a, key=key: seen.setdefault(key, []).append(
-                        float(a[0].abs().max())))
-    expected = {(s, r, i) for s, found in sites(model).items() for r, mods in found.items() for i in range(len(mods))}
+    set_all_masks(prunable, 0)
+    probe = SiteProbe(model)
     calls = [("wrapper", lambda: prunable(**inputs)), ("peft model", lambda: wrapped(**inputs))]
     if task != "seq_cls":
         generation = {k: v for k, v in inputs.items() if k in ("input_ids", "attention_mask")}
@@ -75,9 +65,8 @@ def test_prompt_learning_wrappers_are_masked(row, task, method):
         calls.append(("wrapper generate", lambda: prunable.generate(**generation, max_new_tokens=2,
                                                                      do_sample=False)))
     for name, call in calls:
-        seen.clear()
+        probe.clear()
         with torch.no_grad():
             call()
-        assert expected <= set(seen), f"{row.id} {method} via {name}: sites never ran"
-        assert all(v == 0 for values in seen.values() for v in values), \
-            f"{row.id} {method} via {name}: {[k for k, v in seen.items() if max(v)]}"
+        assert probe.expected(model) <= set(probe.seen), f"{row.id} {method} via {name}: sites never ran"
+        assert not probe.nonzero(), f"{row.id} {method} via {name}: {sorted(probe.nonzero())}"

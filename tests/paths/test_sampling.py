@@ -10,24 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_heuristic_core import PrunableModel, PruningConfig
-
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import HEADS, LAYERS, attention_output, logits_of, make_batch, mlp_output, tiny_model
+from tiny_models import (HEADS, LAYERS, attention_output, logits_of, make_batch, mlp_output, set_logits, tiny_model,
+                         wrap)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
-def _set_logits(pm: PrunableModel, heads=None, mlps=None) -> None:
-    with torch.no_grad():
-        if heads is not None:
-            pm.mask_logits.heads.copy_(torch.as_tensor(heads, dtype=torch.float32))
-        if mlps is not None:
-            pm.mask_logits.mlps.copy_(torch.as_tensor(mlps, dtype=torch.float32))
 
 
 class HeadRecorder:
@@ -62,9 +49,9 @@ class HeadRecorder:
 def test_training_samples_differ_between_forwards_and_eval_is_deterministic():
     model = tiny_model("gpt2")
     recorder = HeadRecorder(model, "gpt2")
-    pm = _wrap(model, ablation="zero")
+    pm = wrap(model, ablation="zero")
     recorder.after_wrapping()
-    _set_logits(pm, torch.zeros(LAYERS, HEADS), torch.zeros(LAYERS))
+    set_logits(pm, torch.zeros(LAYERS, HEADS), torch.zeros(LAYERS))
     batch = make_batch("gpt2")
     pm.train()
     with torch.no_grad():
@@ -91,8 +78,8 @@ def test_masks_drawn_once_per_forward_not_per_layer():
     model = tiny_model("llama")
     batch = make_batch("llama")
     expected = logits_of(model, batch)
-    pm = _wrap(model, ablation="zero")
-    _set_logits(pm, torch.full((LAYERS, HEADS), 10.0), torch.full((LAYERS,), 10.0))
+    pm = wrap(model, ablation="zero")
+    set_logits(pm, torch.full((LAYERS, HEADS), 10.0), torch.full((LAYERS,), 10.0))
 
     def sabotage(module, args, output):
         with torch.no_grad():
@@ -102,7 +89,7 @@ def test_masks_drawn_once_per_forward_not_per_layer():
     try:
         pm.eval()
         assert torch.equal(logits_of(pm, batch), expected)  # every unit kept, in both layers
-        _set_logits(pm, torch.full((LAYERS, HEADS), 10.0), torch.full((LAYERS,), 10.0))
+        set_logits(pm, torch.full((LAYERS, HEADS), 10.0), torch.full((LAYERS,), 10.0))
         pm.train()
         pm.generator = torch.Generator().manual_seed(0)  # at log_alpha = 10 this seed keeps every unit
         with torch.no_grad():
@@ -124,9 +111,9 @@ def test_gradient_checkpointing_recomputation_sees_the_same_masks(model_type):
         if checkpointing:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         recorder = HeadRecorder(model, model_type)
-        pm = _wrap(model, ablation="zero")
+        pm = wrap(model, ablation="zero")
         recorder.after_wrapping()
-        _set_logits(pm, torch.linspace(-1, 2, LAYERS * HEADS).view(LAYERS, HEADS), torch.tensor([0.5, 1.5]))
+        set_logits(pm, torch.linspace(-1, 2, LAYERS * HEADS).view(LAYERS, HEADS), torch.tensor([0.5, 1.5]))
         pm.train()
         pm.generator = torch.Generator().manual_seed(1234)
         loss = pm(**batch, labels=labels).loss
@@ -159,8 +146,8 @@ def test_gradient_checkpointing_two_forwards_before_one_backward():
         model = tiny_model("llama")
         if checkpointing:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        pm = _wrap(model, ablation="zero")
-        _set_logits(pm, torch.linspace(-1, 2, LAYERS * HEADS).view(LAYERS, HEADS), torch.tensor([0.5, 1.5]))
+        pm = wrap(model, ablation="zero")
+        set_logits(pm, torch.linspace(-1, 2, LAYERS * HEADS).view(LAYERS, HEADS), torch.tensor([0.5, 1.5]))
         pm.train()
         pm.generator = torch.Generator().manual_seed(99)
         loss = sum(pm(**b, labels=labels).loss for b in batches)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import copy
 
 import pytest
-import torch
 import transformers
 
-from auto_classes import Row, build, inputs_for, sites
+from auto_classes import Row, SiteProbe, build, inputs_for, set_all_masks, shared_model_builds  # noqa: F401
 from hf_heuristic_core import PrunableModel, PruningConfig
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "shared_model_builds")
 
 ROWS = {"bart": Row("bart", "BartForConditionalGeneration", frozenset({"seq2seq_lm"})),
         "t5": Row("t5", "T5ForConditionalGeneration", frozenset({"seq2seq_lm"}))}
@@ -38,24 +37,12 @@ def test_predict_with_generate_masks_every_stack(model_type, tmp_path):
     model = build(row)
     reference = copy.deepcopy(model)
     prunable = PrunableModel(model, PruningConfig(ablation="zero")).eval()
-    prunable.set_masks({kind: torch.zeros(shape) for kind, shape in prunable.mask_shapes().items()})
-    seen: dict[tuple, list[float]] = {}
-    for stack, found in sites(model).items():
-        for role, modules in found.items():
-            for layer, module in enumerate(modules):
-                key = (stack, role, layer)
-                if role == "mlp":
-                    module.register_forward_hook(lambda m, a, out, key=key: seen.setdefault(key, []).append(
-                        float(out.abs().max())))
-                else:
-                    module.register_forward_pre_hook(lambda m, a, key=key: seen.setdefault(key, []).append(
-                        float(a[0].abs().max())))
+    set_all_masks(prunable, 0)
+    probe = SiteProbe(model)
     masked = _predict(prunable, row, tmp_path)
-    expected = {(s, r, i) for s, found in sites(model).items() for r, mods in found.items() for i in range(len(mods))}
-    assert expected <= set(seen)
-    assert all(value == 0 for values in seen.values() for value in values), \
-        {key: max(values) for key, values in seen.items() if max(values)}
-    prunable.set_masks({kind: torch.ones(shape) for kind, shape in prunable.mask_shapes().items()})
+    assert probe.expected(model) <= set(probe.seen)
+    assert not probe.nonzero(), probe.nonzero()
+    set_all_masks(prunable, 1)
     kept = _predict(prunable, row, tmp_path)
     full = _predict(reference, row, tmp_path)
     assert (kept.predictions == full.predictions).all()

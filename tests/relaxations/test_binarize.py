@@ -12,31 +12,12 @@ import math
 import pytest
 import torch
 
-from hf_heuristic_core import PrunableModel, PruningConfig, topk_binarize
+from hf_heuristic_core import topk_binarize
 
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import HEADS, LAYERS, tiny_model
+from tiny_models import BETA, HEADS, LAYERS, set_logits, sigmoid, tiny_model, wrap
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-L_LEFT, R_RIGHT, BETA, EPS = -0.1, 1.1, 2.0 / 3.0, 1e-6
-
-
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))
-
-
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
-def _set_logits(pm: PrunableModel, heads=None, mlps=None) -> None:
-    with torch.no_grad():
-        if heads is not None:
-            pm.mask_logits.heads.copy_(torch.as_tensor(heads, dtype=torch.float32))
-        if mlps is not None:
-            pm.mask_logits.mlps.copy_(torch.as_tensor(mlps, dtype=torch.float32))
-
 
 def test_topk_binarize_exact_counts_and_lowest_units():
     generator = torch.Generator().manual_seed(0)
@@ -73,8 +54,8 @@ def _pruned(masks):
 
 @pytest.mark.parametrize("sparsity", [0.0, 0.1, 0.3, 0.5, 0.8, 0.9])
 def test_get_masks_sparsity_prunes_the_lowest_log_alpha_globally(sparsity):
-    pm = _wrap(tiny_model("llama"), ablation="zero")
-    _set_logits(pm, HAND_HEADS, HAND_MLPS)
+    pm = wrap(tiny_model("llama"), ablation="zero")
+    set_logits(pm, HAND_HEADS, HAND_MLPS)
     masks = pm.get_masks(sparsity=sparsity)
     assert masks["heads"].shape == (LAYERS, HEADS) and masks["mlps"].shape == (LAYERS,)
     assert set(torch.cat([masks["heads"].flatten(), masks["mlps"]]).unique().tolist()) <= {0.0, 1.0}
@@ -85,8 +66,8 @@ def test_get_masks_sparsity_prunes_the_lowest_log_alpha_globally(sparsity):
 
 @pytest.mark.parametrize("sparsity", [0.2, 0.4, 0.6])
 def test_get_masks_sparsity_per_layer(sparsity):
-    pm = _wrap(tiny_model("llama"), ablation="zero", binarization_scope="per_layer")
-    _set_logits(pm, HAND_HEADS, HAND_MLPS)
+    pm = wrap(tiny_model("llama"), ablation="zero", binarization_scope="per_layer")
+    set_logits(pm, HAND_HEADS, HAND_MLPS)
     masks = pm.get_masks(sparsity=sparsity)
     k = round(sparsity * (HEADS + 1))
     for layer in range(LAYERS):
@@ -98,25 +79,25 @@ def test_get_masks_sparsity_per_layer(sparsity):
 
 
 def test_default_binary_masks_use_expected_sparsity_rounded():
-    pm = _wrap(tiny_model("llama"), ablation="zero")
-    _set_logits(pm, HAND_HEADS, HAND_MLPS)
-    kept = sum(_sigmoid(v + BETA * math.log(11.0)) for v in HAND_HEADS.flatten().tolist() + HAND_MLPS.tolist())
+    pm = wrap(tiny_model("llama"), ablation="zero")
+    set_logits(pm, HAND_HEADS, HAND_MLPS)
+    kept = sum(sigmoid(v + BETA * math.log(11.0)) for v in HAND_HEADS.flatten().tolist() + HAND_MLPS.tolist())
     k = round(10 - kept)
     assert k >= 1
     assert _pruned(pm.get_masks()) == _lowest_units(HAND_HEADS, HAND_MLPS, k)
 
 
 def test_threshold_rule_by_hand():
-    pm = _wrap(tiny_model("llama"), ablation="zero", binarization="threshold")
+    pm = wrap(tiny_model("llama"), ablation="zero", binarization="threshold")
     heads = torch.tensor([[10.0, 10.0, 10.0, 10.0], [-10.0, -10.0, 1.0, -0.5]])
     mlps = torch.tensor([-0.2, 2.0])
-    _set_logits(pm, heads, mlps)
+    set_logits(pm, heads, mlps)
 
     def rule(values: list[float]) -> list[float]:
         # k = round(sum P(z = 0)) smallest get 0, the rest keep sigmoid(0.8 * log_alpha / beta), then > 0.5.
-        k = round(sum(1 - _sigmoid(v + BETA * math.log(11.0)) for v in values))
+        k = round(sum(1 - sigmoid(v + BETA * math.log(11.0)) for v in values))
         smallest = set(sorted(range(len(values)), key=lambda i: values[i])[:k])
-        soft = [0.0 if i in smallest else _sigmoid(0.8 * v / BETA) for i, v in enumerate(values)]
+        soft = [0.0 if i in smallest else sigmoid(0.8 * v / BETA) for i, v in enumerate(values)]
         return [1.0 if s > 0.5 else 0.0 for s in soft]
 
     expected_heads = torch.tensor(rule(heads.flatten().tolist())).view(LAYERS, HEADS)

@@ -12,31 +12,12 @@ import math
 import pytest
 import torch
 
-from hf_heuristic_core import HardConcrete, PrunableModel, PruningConfig
+from hf_heuristic_core import HardConcrete, PruningConfig
 
 from tiny_models import one_torch_thread  # noqa: F401  (fixture)
-from tiny_models import HEADS, LAYERS, tiny_model
+from tiny_models import BETA, EPS, HEADS, LAYERS, L_LEFT, R_RIGHT, set_logits, sigmoid, tiny_model, wrap
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-L_LEFT, R_RIGHT, BETA, EPS = -0.1, 1.1, 2.0 / 3.0, 1e-6
-
-
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))
-
-
-def _wrap(model, **config) -> PrunableModel:
-    return PrunableModel(model, PruningConfig(**config))
-
-
-def _set_logits(pm: PrunableModel, heads=None, mlps=None) -> None:
-    with torch.no_grad():
-        if heads is not None:
-            pm.mask_logits.heads.copy_(torch.as_tensor(heads, dtype=torch.float32))
-        if mlps is not None:
-            pm.mask_logits.mlps.copy_(torch.as_tensor(mlps, dtype=torch.float32))
-
 
 def test_config_defaults_are_the_recipe():
     config = PruningConfig()
@@ -48,7 +29,7 @@ def test_config_defaults_are_the_recipe():
 
 def test_log_alpha_initialized_from_normal_10_001_in_fp32():
     torch.manual_seed(0)
-    pm = _wrap(tiny_model("llama"), ablation="zero")
+    pm = wrap(tiny_model("llama"), ablation="zero")
     for logit, shape in ((pm.mask_logits.heads, (LAYERS, HEADS)), (pm.mask_logits.mlps, (LAYERS,))):
         assert logit.dtype == torch.float32 and tuple(logit.shape) == shape and logit.requires_grad
         assert torch.all((logit - 10).abs() < 0.06)  # 6 sigma
@@ -64,8 +45,8 @@ def test_log_alpha_initialized_from_normal_10_001_in_fp32():
 
 
 def test_reset_masks_starts_a_new_run_reproducibly_and_keeps_forced_units():
-    pm = _wrap(tiny_model("bert"), init_mean=3.0, init_std=0.5)
-    _set_logits(pm, heads=torch.full((LAYERS, HEADS), -7.0), mlps=torch.full((LAYERS,), 7.0))
+    pm = wrap(tiny_model("bert"), init_mean=3.0, init_std=0.5)
+    set_logits(pm, heads=torch.full((LAYERS, HEADS), -7.0), mlps=torch.full((LAYERS,), 7.0))
     pm.force_units(heads=[(0, 1)], keep=False)
     pm.set_masks(heads=torch.ones(LAYERS, HEADS))
 
@@ -87,21 +68,21 @@ def test_reset_masks_starts_a_new_run_reproducibly_and_keeps_forced_units():
 def test_expected_l0_by_hand():
     hc = HardConcrete()
     # P(z != 0) = sigmoid(log_alpha - beta * log(-l / r)); at log_alpha = 0: sigmoid((2/3) * log 11) = 0.83183...
-    expected0 = _sigmoid(BETA * math.log(11.0))
+    expected0 = sigmoid(BETA * math.log(11.0))
     assert abs(expected0 - 0.8318) < 1e-4
     values = torch.tensor([0.0, -3.0, 2.5, 10.0], dtype=torch.float64)
     got = hc.prob_nonzero(values)
     for v, g in zip(values.tolist(), got.tolist()):
-        assert g == pytest.approx(_sigmoid(v - BETA * math.log(0.1 / 1.1)), abs=1e-12)
+        assert g == pytest.approx(sigmoid(v - BETA * math.log(0.1 / 1.1)), abs=1e-12)
     assert float(got[0]) == pytest.approx(expected0, abs=1e-12)
 
 
 def test_expected_sparsity_by_hand_and_differentiable():
-    pm = _wrap(tiny_model("llama"), ablation="zero")
+    pm = wrap(tiny_model("llama"), ablation="zero")
     heads = torch.tensor([[0.0, -3.0, 2.5, 10.0], [1.0, -1.0, 0.5, -10.0]])
     mlps = torch.tensor([3.0, -2.0])
-    _set_logits(pm, heads, mlps)
-    kept = sum(_sigmoid(v + BETA * math.log(11.0)) for v in heads.flatten().tolist() + mlps.tolist())
+    set_logits(pm, heads, mlps)
+    kept = sum(sigmoid(v + BETA * math.log(11.0)) for v in heads.flatten().tolist() + mlps.tolist())
     expected = 1 - kept / 10
     value = pm.expected_sparsity()
     assert float(value) == pytest.approx(expected, abs=1e-6)
@@ -112,7 +93,7 @@ def test_expected_sparsity_by_hand_and_differentiable():
 def test_deterministic_value_by_hand():
     hc = HardConcrete()
     log_alpha = torch.tensor([0.0, 10.0, -10.0, 1.0])
-    expected = [min(max(_sigmoid(v) * 1.2 - 0.1, 0.0), 1.0) for v in log_alpha.tolist()]
+    expected = [min(max(sigmoid(v) * 1.2 - 0.1, 0.0), 1.0) for v in log_alpha.tolist()]
     assert hc.deterministic(log_alpha).tolist() == pytest.approx(expected, abs=1e-6)
     assert float(hc.deterministic(torch.tensor(0.0))) == pytest.approx(0.5, abs=1e-7)
 
@@ -135,6 +116,6 @@ def test_samples_always_in_unit_interval_and_hit_both_ends():
     assert samples.min() >= 0 and samples.max() <= 1
     assert (samples == 0).any() and (samples == 1).any() and ((samples > 0) & (samples < 1)).any()
     # Empirical P(z != 0) at log_alpha = 0 matches the expected L0.
-    assert float((samples != 0).float().mean()) == pytest.approx(_sigmoid(BETA * math.log(11.0)), abs=0.015)
+    assert float((samples != 0).float().mean()) == pytest.approx(sigmoid(BETA * math.log(11.0)), abs=0.015)
     extreme = hc.sample(torch.tensor([-1e4, 1e4, 0.0]).repeat(1000), generator=generator)
     assert torch.isfinite(extreme).all() and extreme.min() >= 0 and extreme.max() <= 1

@@ -6,14 +6,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import torch
+
+from fresh_process import python_output
 
 import hf_heuristic_core
 from hf_heuristic_core import PruningConfig
@@ -48,7 +48,7 @@ def test_settings_and_config_import_no_torch():
             "from hf_heuristic_core.relaxations.hard_concrete import HardConcreteSettings; "
             "c = PruningConfig(relaxation='gumbel_sigmoid', gumbel_tau=0.5); print(c.relaxation_settings); "
             "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    out = python_output(code)
     assert out[0] == "GumbelSigmoidSettings(gumbel_init_prob=0.9, gumbel_tau=0.5)"
     assert out[1] == "False"
 

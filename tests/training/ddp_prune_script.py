@@ -7,12 +7,21 @@ gloo, CPU) and as a single process, which must then learn the same masks.
 Writes `DIR/result.pt` (rank 0: mask logits, binary masks, lambdas, world size) and `DIR/seen-rank{r}.pt` (the input
 ids of every student forward pass of rank r, to tell a data-sharding difference from a mask-noise difference).
 Self-contained: the model and the data are built here, deterministically, from configs only.
+
+One launch can run several cases in turn (`--case NAME=FLAGS`, repeated): each writes into `DIR/NAME`, with the
+launch's `--batch` and its own flags; the process group is set up once, each case gets a fresh model, Trainer and
+seed. Launching the processes is most of a case's time on a CPU.
+
+    python -m torch.distributed.run --nproc_per_node=2 tests/training/ddp_prune_script.py --output DIR --batch 4 \
+        --case seq="--task seq" --case causal="--task causal --find-unused false"
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+from collections.abc import Callable
 
 import torch
 from datasets import Dataset
@@ -51,7 +60,27 @@ def build_dataset(task: str, n: int = 32, seq: int = 10) -> Dataset:
     return Dataset.from_dict(data)
 
 
-def main() -> None:
+def record_student_inputs(prunable: PrunableModel) -> list[list[int]]:
+    """The first input id of every example of every student forward pass (teacher passes run with masks off)."""
+    seen: list[list[int]] = []
+
+    def record(module, module_args, kwargs):
+        if prunable._masks_enabled and prunable.training:
+            seen.append(kwargs["input_ids"][:, 0].tolist())
+
+    prunable.model.register_forward_pre_hook(record, with_kwargs=True)
+    return seen
+
+
+def save_seen(seen: list[list[int]], trainer: PruningTrainer, output: str) -> int:
+    """Write this rank's `seen-rank{r}.pt` into `output`; the rank."""
+    rank = trainer.args.process_index
+    os.makedirs(output, exist_ok=True)
+    torch.save(seen, os.path.join(output, f"seen-rank{rank}.pt"))
+    return rank
+
+
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", required=True)
     parser.add_argument("--batch", type=int, required=True, help="per-device batch size")
@@ -60,8 +89,26 @@ def main() -> None:
     parser.add_argument("--accumulation", type=int, default=1)
     parser.add_argument("--find-unused", choices=("default", "false"), default="default",
                         help="ddp_find_unused_parameters: the Trainer's default (None), or False")
-    options = parser.parse_args()
-    torch.set_num_threads(1)
+    parser.add_argument("--case", action="append", default=[], metavar="NAME=FLAGS",
+                        help="run a case into OUTPUT/NAME with these flags (repeatable); without it, one run into OUTPUT")
+    return parser
+
+
+def cases(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> list[argparse.Namespace]:
+    """The launch's cases: one per `--case NAME=FLAGS` (its own flags on top of the launch's `--output/NAME` and
+    `--batch`), or the launch's own options."""
+    options = parser.parse_args(argv)
+    if not options.case:
+        return [options]
+    found = []
+    for spec in options.case:
+        name, _, flags = spec.partition("=")
+        found.append(parser.parse_args(["--output", os.path.join(options.output, name), "--batch",
+                                        str(options.batch), *shlex.split(flags)]))
+    return found
+
+
+def run(options: argparse.Namespace) -> None:
     # ddp_backend outside torchrun makes accelerate look for a process group that does not exist.
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
 
@@ -75,25 +122,34 @@ def main() -> None:
                             ddp_find_unused_parameters=None if options.find_unused == "default" else False)
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=build_dataset(options.task))
 
-    seen: list[list[int]] = []
-
-    def record(module, module_args, kwargs):
-        if prunable._masks_enabled and prunable.training:  # student passes only
-            seen.append(kwargs["input_ids"][:, 0].tolist())
-
-    prunable.model.register_forward_pre_hook(record, with_kwargs=True)
+    seen = record_student_inputs(prunable)
     trainer.train()
-    rank = trainer.args.process_index
-    os.makedirs(options.output, exist_ok=True)
-    torch.save(seen, os.path.join(options.output, f"seen-rank{rank}.pt"))
+    rank = save_seen(seen, trainer, options.output)
     if rank == 0:
-        torch.save({
-            "logits": {k: v.detach().cpu().clone() for k, v in dict(prunable.mask_logits.items()).items() if v is not None},
-            "masks": prunable.get_masks(),
-            "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
-            "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
-            "world_size": trainer.args.world_size,
-        }, os.path.join(options.output, "result.pt"))
+        save_result(prunable, trainer, options.output)
+
+
+def save_result(prunable: PrunableModel, trainer: PruningTrainer, output: str, **extra: object) -> None:
+    """Rank 0's `result.pt`: mask logits, binary masks, lambdas, world size, and `extra`."""
+    torch.save({
+        "logits": {k: v.detach().cpu().clone() for k, v in dict(prunable.mask_logits.items()).items() if v is not None},
+        "masks": prunable.get_masks(),
+        "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
+        "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
+        "world_size": trainer.args.world_size,
+        **extra,
+    }, os.path.join(output, "result.pt"))
+
+
+def run_cases(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], None]) -> None:
+    """Run each case of the launch in turn (`cases`), single-threaded."""
+    torch.set_num_threads(1)
+    for options in cases(parser):
+        run(options)
+
+
+def main() -> None:
+    run_cases(parser(), run)
 
 
 if __name__ == "__main__":

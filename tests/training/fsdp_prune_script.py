@@ -10,7 +10,8 @@ decision back (`allow_fsdp_on_cpu`), so the very code path a GPU run takes (acce
 torch's `fully_shard`, the Trainer's FSDP branches) runs here on gloo. Nothing else is patched.
 
 Writes `DIR/result.pt` (rank 0: mask logits, binary masks, lambdas, logged KL values, world size, and what FSDP
-wrapped) and `DIR/seen-rank{r}.pt` (the input ids every student forward pass of rank r saw).
+wrapped) and `DIR/seen-rank{r}.pt` (the input ids every student forward pass of rank r saw). Several cases in one
+launch: `--case NAME=FLAGS`, repeated, as in ddp_prune_script.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_prune_script import build_dataset, build_model  # noqa: E402
+from ddp_prune_script import (build_dataset, build_model, record_student_inputs, run_cases,  # noqa: E402
+                              save_result, save_seen)
 
 from hf_heuristic_core import PrunableModel, PruningConfig  # noqa: E402
 from hf_heuristic_core.training.arguments import PruningArguments  # noqa: E402
@@ -38,6 +40,8 @@ def allow_fsdp_on_cpu() -> None:
     from accelerate.utils import DistributedType
 
     original = AcceleratorState.__init__
+    if getattr(original, "allows_fsdp_on_cpu", False):   # a later case of the same launch
+        return
 
     def init(self, *args, fsdp_plugin=None, **kwargs):
         original(self, *args, fsdp_plugin=fsdp_plugin, **kwargs)
@@ -45,6 +49,7 @@ def allow_fsdp_on_cpu() -> None:
             self.distributed_type = DistributedType.FSDP
             self.fsdp_plugin = fsdp_plugin
 
+    init.allows_fsdp_on_cpu = True
     AcceleratorState.__init__ = init
 
 
@@ -60,7 +65,7 @@ def fsdp_layout(prunable: PrunableModel) -> dict:
     return {"units": units, "sharded": sharded, "whole": whole, "trainable_sharded": trainable_sharded}
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", required=True)
     parser.add_argument("--batch", type=int, required=True, help="per-device batch size")
@@ -74,8 +79,12 @@ def main() -> None:
     parser.add_argument("--activation-checkpointing", action="store_true")
     parser.add_argument("--cuda", action="store_true", help="one GPU per process (nccl); no CPU shim")
     parser.add_argument("--convergence-check", action="store_true")
-    options = parser.parse_args()
-    torch.set_num_threads(1)
+    parser.add_argument("--case", action="append", default=[], metavar="NAME=FLAGS",
+                        help="run a case into OUTPUT/NAME with these flags (repeatable); without it, one run into OUTPUT")
+    return parser
+
+
+def run(options: argparse.Namespace) -> None:
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if options.fsdp and not options.cuda:
         allow_fsdp_on_cpu()
@@ -98,30 +107,18 @@ def main() -> None:
                             activation_checkpointing=options.activation_checkpointing, **fsdp)
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=build_dataset(options.task))
 
-    seen: list[list[int]] = []
-
-    def record(module, module_args, kwargs):
-        if prunable._masks_enabled and prunable.training:  # student passes only
-            seen.append(kwargs["input_ids"][:, 0].tolist())
-
-    prunable.model.register_forward_pre_hook(record, with_kwargs=True)
+    seen = record_student_inputs(prunable)
     trainer.train(resume_from_checkpoint=options.resume)
-    rank = trainer.args.process_index
-    os.makedirs(options.output, exist_ok=True)
-    torch.save(seen, os.path.join(options.output, f"seen-rank{rank}.pt"))
+    rank = save_seen(seen, trainer, options.output)
     layout = fsdp_layout(prunable) if options.fsdp else {}
     if rank == 0:
-        torch.save({
-            "logits": {k: v.detach().cpu().clone() for k, v in prunable.mask_logits.items()},
-            "device": str(prunable.mask_logits_device),
-            "masks": prunable.get_masks(),
-            "lambda_1": float(trainer.lagrangian.lambda_1.detach()),
-            "lambda_2": float(trainer.lagrangian.lambda_2.detach()),
-            "kl": [entry["kl"] for entry in trainer.state.log_history if "kl" in entry],
-            "world_size": trainer.args.world_size,
-            "fsdp_enabled": bool(trainer.is_fsdp_enabled),
-            "layout": layout,
-        }, os.path.join(options.output, "result.pt"))
+        save_result(prunable, trainer, options.output, device=str(prunable.mask_logits_device),
+                    kl=[entry["kl"] for entry in trainer.state.log_history if "kl" in entry],
+                    fsdp_enabled=bool(trainer.is_fsdp_enabled), layout=layout)
+
+
+def main() -> None:
+    run_cases(parser(), run)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 from tiny_models import attention_output, make_batch, tiny_model
 
 from hf_heuristic_core import PrunableModel, PruningConfig
@@ -19,13 +20,7 @@ from hf_heuristic_core.training.trainer import PruningTrainer
 
 DTYPES = [torch.bfloat16, torch.float16]
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def forward(model, batch, dtype):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.training.arguments import PruningArguments
 from hf_heuristic_core.training.losses import ChunkedKL, kl_to_teacher
@@ -20,13 +21,7 @@ from hf_heuristic_core.training.trainer import PruningTrainer
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_prune_script import build_dataset, build_model  # noqa: E402  (tiny BERT / GPT-2 and their data)
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def logits(shape, seed, dtype=torch.float32):

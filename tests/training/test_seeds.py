@@ -1,5 +1,6 @@
 """`PruningArguments.seed` alone decides a run: two fresh processes with the same seed end with bit-identical masks
-and logits, whatever the global RNG did before, and another seed starts elsewhere."""
+and logits, whatever the global RNG did before, and another seed starts elsewhere (run after the first seed in the
+second process: a launch is most of the time, and a different start is what that run checks)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,24 @@ SCRIPT = r'''
 import hashlib, json, os, sys
 sys.path.insert(0, {tests!r})
 import torch
-torch.manual_seed(int.from_bytes(os.urandom(4), "little"))   # the global RNG differs in every process
 from hf_heuristic_core import PrunableModel, PruningArguments, PruningConfig, PruningTrainer
 from test_trainer_data import data, model
-pm = PrunableModel(model(), PruningConfig(ablation="zero"))
-args = PruningArguments(output_dir=sys.argv[2], seed=int(sys.argv[1]), max_steps=5, per_device_train_batch_size=8,
-                        use_cpu=True, report_to="none", disable_tqdm=True, save_strategy="no",
-                        logging_strategy="no", convergence_check=False)
-trainer = PruningTrainer(model=pm, args=args, train_dataset=data())
-start = {{k: v.detach().clone() for k, v in pm.mask_logits.items()}}
-trainer.train()
-digest = hashlib.sha256()
-for kind, logit in pm.mask_logits.items():
-    digest.update(logit.detach().numpy().tobytes())
-print(json.dumps({{"logits": digest.hexdigest(), "masks": {{k: v.tolist() for k, v in pm.get_masks().items()}},
-                  "start": {{k: v.tolist() for k, v in start.items()}}}}))
+results = []
+for seed in sys.argv[2:]:
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))   # the global RNG differs in every process and run
+    pm = PrunableModel(model(), PruningConfig(ablation="zero"))
+    args = PruningArguments(output_dir=os.path.join(sys.argv[1], seed), seed=int(seed), max_steps=5,
+                            per_device_train_batch_size=8, use_cpu=True, report_to="none", disable_tqdm=True,
+                            save_strategy="no", logging_strategy="no", convergence_check=False)
+    trainer = PruningTrainer(model=pm, args=args, train_dataset=data())
+    start = {{k: v.detach().clone() for k, v in pm.mask_logits.items()}}
+    trainer.train()
+    digest = hashlib.sha256()
+    for kind, logit in pm.mask_logits.items():
+        digest.update(logit.detach().numpy().tobytes())
+    results.append({{"logits": digest.hexdigest(), "masks": {{k: v.tolist() for k, v in pm.get_masks().items()}},
+                    "start": {{k: v.tolist() for k, v in start.items()}}}})
+print(json.dumps(results))
 '''
 
 HELPER = '''
@@ -46,7 +50,8 @@ def data():
 '''
 
 
-def _run(tmp_path: Path, seed: int, name: str) -> dict:
+def _run(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
+    """One fresh process running `seeds` in turn; each run's start logits, final logits' digest and masks."""
     helpers = tmp_path / "helpers"
     helpers.mkdir(exist_ok=True)
     (helpers / "test_trainer_data.py").write_text(HELPER)
@@ -54,7 +59,7 @@ def _run(tmp_path: Path, seed: int, name: str) -> dict:
     script.write_text(SCRIPT.format(tests=str(helpers)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                                          os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, str(script), str(seed), str(tmp_path / name)], capture_output=True,
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / name), *map(str, seeds)], capture_output=True,
                          text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -62,6 +67,6 @@ def _run(tmp_path: Path, seed: int, name: str) -> dict:
 
 @pytest.mark.slow
 def test_same_seed_same_masks_in_fresh_processes(tmp_path):
-    first, second, other = _run(tmp_path, 7, "a"), _run(tmp_path, 7, "b"), _run(tmp_path, 8, "c")
+    (first,), (second, other) = _run(tmp_path, "a", 7), _run(tmp_path, "b", 7, 8)
     assert first == second
     assert first["start"] != other["start"] and first["logits"] != other["logits"]

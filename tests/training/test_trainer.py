@@ -22,6 +22,7 @@ from transformers import (BertConfig, BertForSequenceClassification, BertForToke
                           GPT2ForSequenceClassification, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           RobertaConfig, RobertaForSequenceClassification, TrainerCallback)
 
+from tiny_models import one_torch_thread  # noqa: F401  (fixture)
 from hf_heuristic_core import PrunableModel, PruningConfig, PruningError
 from hf_heuristic_core.training.arguments import PruningArguments
 from hf_heuristic_core.relaxations.hard_concrete import HardConcrete
@@ -39,14 +40,6 @@ UNITS = LAYERS * HEADS + LAYERS  # every head and every MLP block: 10 units
 
 LOG_KEYS = ("kl", "sparsity_sampled", "sparsity_expected", "sparsity_target", "lambda_1", "lambda_2")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "adapter_model.safetensors")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 # ---------------------------------------------------------------------------------------------- tiny models and data
@@ -81,6 +74,8 @@ def tiny_model(kind: str = "bert", task: str = "seq", seed: int = 0, num_labels:
     else:  # pragma: no cover
         raise ValueError(kind)
     return model.eval()
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_prunable(kind: str = "bert", task: str = "seq", seed: int = 0, init_mean: float = 1.0,

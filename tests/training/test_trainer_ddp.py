@@ -7,7 +7,9 @@ batch between the ranks (rank 0 the first 4 examples, rank 1 the next 4), and DD
 batchmean KL averages to the global batchmean. The helper script also records the examples each rank saw, so a failure
 says whether the data or the masks differ.
 
-Each case starts real processes (~10-15 s each on 2 cores), so the module is marked slow (it is not skipped).
+Launching the processes is most of the time (~10-15 s a launch on 2 cores): the module's cases share two launches,
+one single process for the references and one torchrun launch that runs the three DDP cases in turn (fresh model,
+Trainer and seed each; `--case` in the helper script). The module is marked slow (it is not skipped).
 """
 
 from __future__ import annotations
@@ -42,37 +44,45 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def run_pruning(output: Path, batch: int, task: str, processes: int, find_unused: str = "default") -> dict:
-    """Run the helper script (under torchrun when `processes` > 1) and return rank 0's result plus what each rank saw."""
-    script_args = [str(SCRIPT), "--output", str(output), "--batch", str(batch), "--task", task,
-                   "--find-unused", find_unused]
+def launch(script: Path, output: Path, batch: int, processes: int, runs: dict[str, str]) -> dict[str, dict]:
+    """One launch of a helper script (under torchrun when `processes` > 1) running `runs` (name -> the case's flags)
+    in turn: per case, rank 0's result plus what each rank saw."""
+    script_args = [str(script), "--output", str(output), "--batch", str(batch),
+                   *(f"--case={name}={flags}" for name, flags in runs.items())]
     if processes > 1:
         command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}", "--nnodes=1",
                    "--master_addr=127.0.0.1", f"--master_port={_free_port()}", *script_args]
     else:
         command = [sys.executable, *script_args]
-    completed = subprocess.run(command, cwd=REPO, env=_environment(), capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(command, cwd=REPO, env=_environment(), capture_output=True, text=True, timeout=600)
     if completed.returncode != 0:
         lines = completed.stderr.splitlines()
         errors = [line[:600] for line in lines if line.startswith("[rank0]") and
-                  ("Error" in line or "marked as ready" in line)] or lines[-20:]
+                  ("Error" in line or "marked as ready" in line)] or \
+            [line[:600] for line in lines if "Error" in line] or lines[-20:]
         pytest.fail(f"{' '.join(command[:4])} ... exited with {completed.returncode}; rank 0 says:\n"
-                    + "\n".join(errors[-4:]))
-    result = torch.load(output / "result.pt", weights_only=True)
-    result["seen"] = [torch.load(output / f"seen-rank{rank}.pt", weights_only=True) for rank in range(processes)]
-    return result
+                    + "\n".join(errors[-6:]))
+    results = {}
+    for name in runs:
+        result = torch.load(output / name / "result.pt", weights_only=True)
+        result["seen"] = [torch.load(output / name / f"seen-rank{rank}.pt", weights_only=True)
+                          for rank in range(processes)]
+        result["folder"] = output / name
+        results[name] = result
+    return results
 
 
 @pytest.fixture(scope="module")
-def single_process(tmp_path_factory):
-    """Single-process references with the global batch of 8, one per task, computed once."""
-    cache: dict[str, dict] = {}
-
-    def get(task: str) -> dict:
-        if task not in cache:
-            cache[task] = run_pruning(tmp_path_factory.mktemp(f"single-{task}"), batch=8, task=task, processes=1)
-        return cache[task]
-    return get
+def runs(tmp_path_factory) -> dict[str, dict]:
+    """The single-process references (global batch 8, one per task) and the three DDP cases (2 x 4)."""
+    folder = tmp_path_factory.mktemp("ddp")
+    single = launch(SCRIPT, folder / "single", batch=8, processes=1,
+                    runs={"seq": "--task seq", "causal": "--task causal"})
+    ddp = launch(SCRIPT, folder / "ddp", batch=4, processes=2,
+                 runs={"seq": "--task seq", "seq-find-unused-off": "--task seq --find-unused false",
+                       "causal-find-unused-off": "--task causal --find-unused false"})
+    return {**{f"single-{name}": result for name, result in single.items()},
+            **{f"ddp-{name}": result for name, result in ddp.items()}}
 
 
 def assert_same_run(ddp: dict, single: dict) -> None:
@@ -90,21 +100,18 @@ def assert_same_run(ddp: dict, single: dict) -> None:
     assert ddp["lambda_2"] == pytest.approx(single["lambda_2"], abs=1e-4)
 
 
-def test_ddp_two_processes_match_single_process(tmp_path, single_process):
+def test_ddp_two_processes_match_single_process(runs):
     """Defaults only, as a user would run it: `torchrun --nproc_per_node=2` with PruningArguments(ddp_backend='gloo')."""
-    ddp = run_pruning(tmp_path / "ddp", batch=4, task="seq", processes=2)
-    assert_same_run(ddp, single_process("seq"))
+    assert_same_run(runs["ddp-seq"], runs["single-seq"])
 
 
-def test_ddp_matches_single_process_with_find_unused_parameters_off(tmp_path, single_process):
+def test_ddp_matches_single_process_with_find_unused_parameters_off(runs):
     """The same run with `ddp_find_unused_parameters=False`: isolates the sharding / noise / averaging semantics from
     DDP's unused-parameter search (which the multipliers, used outside the forward pass, trip over)."""
-    ddp = run_pruning(tmp_path / "ddp", batch=4, task="seq", processes=2, find_unused="false")
-    assert_same_run(ddp, single_process("seq"))
+    assert_same_run(runs["ddp-seq-find-unused-off"], runs["single-seq"])
 
 
-def test_ddp_causal_lm_with_padding_matches_single_process(tmp_path, single_process):
+def test_ddp_causal_lm_with_padding_matches_single_process(runs):
     """Per-position KL is the mean over the real positions of the global batch; the two ranks hold different numbers
     of real tokens, so averaging two per-rank means is not that mean."""
-    ddp = run_pruning(tmp_path / "ddp", batch=4, task="causal", processes=2, find_unused="false")
-    assert_same_run(ddp, single_process("causal"))
+    assert_same_run(runs["ddp-causal-find-unused-off"], runs["single-causal"])

@@ -5,13 +5,15 @@ sharded checkpoint must end where the uninterrupted run ends.
 
 accelerate 1.15 keeps the FSDP plugin only on accelerators and runs DDP on a multi-process CPU run instead
 (`training.sharding.ACCELERATE_CPU_FALLBACK`); the helper script (fsdp_prune_script.py) flips that one decision back,
-so nothing but the device differs from a GPU run. Same launcher as test_trainer_ddp.py; each case starts real
-processes (~15-40 s on 2 busy cores), so the module is marked slow (it is not skipped). The same checks on GPUs:
-tests/gpu/test_fsdp_gpu.py.
+so nothing but the device differs from a GPU run. Same launcher as test_trainer_ddp.py: the two single-process
+references share one launch, the two FSDP cases one torchrun launch (fresh model, Trainer and seed each); the resumed
+run is a launch of its own (fresh processes are what it tests), and so is the example. A launch takes ~15-40 s on 2
+busy cores, so the module is marked slow (it is not skipped). The same checks on GPUs: tests/gpu/test_fsdp_gpu.py.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_trainer_ddp import REPO, _environment, _free_port  # noqa: E402  (the DDP tests' launcher)
+from test_trainer_ddp import REPO, _environment, _free_port, launch  # noqa: E402  (the DDP tests' launcher)
 
 pytestmark = pytest.mark.slow
 
@@ -28,43 +30,16 @@ SCRIPT = Path(__file__).with_name("fsdp_prune_script.py")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "pytorch_model_fsdp.bin", "pytorch_model_fsdp_0")
 
 
-def run(output: Path, batch: int, processes: int, *flags: str) -> dict:
-    """Run the helper script (under torchrun when `processes` > 1); rank 0's result plus what each rank saw."""
-    script_args = [str(SCRIPT), "--output", str(output), "--batch", str(batch), *flags]
-    if processes > 1:
-        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}", "--nnodes=1",
-                   "--master_addr=127.0.0.1", f"--master_port={_free_port()}", *script_args]
-    else:
-        command = [sys.executable, *script_args]
-    completed = subprocess.run(command, cwd=REPO, env=_environment(), capture_output=True, text=True, timeout=600)
-    if completed.returncode != 0:
-        lines = completed.stderr.splitlines()
-        errors = [line[:600] for line in lines if "Error" in line] or lines[-20:]
-        pytest.fail(f"{' '.join(command[:4])} ... exited with {completed.returncode}:\n" + "\n".join(errors[-6:]))
-    result = torch.load(output / "result.pt", weights_only=True)
-    result["seen"] = [torch.load(output / f"seen-rank{rank}.pt", weights_only=True) for rank in range(processes)]
-    return result
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Each run computed once for the module."""
-    cache: dict[str, dict] = {}
-    specs = {
-        "single-seq-unit": (8, 1, ("--task", "seq")),
-        "fsdp-seq-unit": (4, 2, ("--task", "seq", "--fsdp", "--save-steps", "3")),
-        "single-causal-weight": (8, 1, ("--task", "causal", "--granularity", "weight")),
-        "fsdp-causal-weight": (4, 2, ("--task", "causal", "--granularity", "weight", "--fsdp")),
-    }
-
-    def get(name: str) -> dict:
-        if name not in cache:
-            folder = tmp_path_factory.mktemp(name)
-            batch, processes, flags = specs[name]
-            cache[name] = run(folder, batch, processes, *flags)
-            cache[name]["folder"] = folder
-        return cache[name]
-    return get
+def runs(tmp_path_factory) -> dict[str, dict]:
+    """Each case computed once for the module, in two launches."""
+    folder = tmp_path_factory.mktemp("fsdp")
+    single = launch(SCRIPT, folder / "single", 8, 1, {"seq-unit": "--task seq",
+                                                       "causal-weight": "--task causal --granularity weight"})
+    fsdp = launch(SCRIPT, folder / "fsdp", 4, 2, {"seq-unit": "--task seq --fsdp --save-steps 3",
+                                                  "causal-weight": "--task causal --granularity weight --fsdp"})
+    return {**{f"single-{name}": result for name, result in single.items()},
+            **{f"fsdp-{name}": result for name, result in fsdp.items()}}
 
 
 def assert_same_run(fsdp: dict, single: dict, atol: float = 1e-4) -> None:
@@ -85,8 +60,8 @@ def assert_same_run(fsdp: dict, single: dict, atol: float = 1e-4) -> None:
 
 def test_fsdp_unit_masks_match_one_process(runs):
     """Heads and MLP blocks of a BERT classifier: sharded layers, whole mask logits, same-model teacher."""
-    fsdp = runs("fsdp-seq-unit")
-    assert_same_run(fsdp, runs("single-seq-unit"))
+    fsdp = runs["fsdp-seq-unit"]
+    assert_same_run(fsdp, runs["single-seq-unit"])
     layout = fsdp["layout"]
     assert layout["units"] == ["<root>", "model.bert.embeddings.word_embeddings", "model.bert.encoder.layer.0",
                                "model.bert.encoder.layer.1"]
@@ -97,8 +72,8 @@ def test_fsdp_unit_masks_match_one_process(runs):
 def test_fsdp_weight_masks_on_a_causal_lm_match_one_process(runs):
     """Weight masks through `parametrize` on sharded GPT-2 Conv1D weights (no worked example of this existed), with
     per-token KL over padded sequences whose real-token counts differ between the ranks."""
-    fsdp = runs("fsdp-causal-weight")
-    assert_same_run(fsdp, runs("single-causal-weight"))
+    fsdp = runs["fsdp-causal-weight"]
+    assert_same_run(fsdp, runs["single-causal-weight"])
     assert any(name.endswith("parametrizations.weight.original") for name in fsdp["layout"]["sharded"])
     assert len(fsdp["layout"]["whole"]) == 4 and fsdp["layout"]["trainable_sharded"] == []
 
@@ -106,12 +81,12 @@ def test_fsdp_weight_masks_on_a_causal_lm_match_one_process(runs):
 def test_fsdp_checkpoint_resumes_to_the_uninterrupted_run(runs, tmp_path):
     """A sharded checkpoint holds the masks, multipliers, noise state and optimizer (never model weights); two fresh
     processes resumed from step 3 end exactly where the uninterrupted run ended at step 6."""
-    uninterrupted = runs("fsdp-seq-unit")
+    uninterrupted = runs["fsdp-seq-unit"]
     checkpoint = uninterrupted["folder"] / "checkpoint-3"
     files = {path.name for path in checkpoint.iterdir()}
     assert {"masks.safetensors", "pruning_state.pt", "optimizer.pt", "scheduler.pt"} <= files
     assert not files & set(WEIGHT_FILES), files
-    resumed = run(tmp_path / "resumed", 4, 2, "--task", "seq", "--fsdp", "--resume", str(checkpoint))
+    resumed = launch(SCRIPT, tmp_path, 4, 2, {"resumed": f"--task seq --fsdp --resume {shlex.quote(str(checkpoint))}"})["resumed"]
     for kind, logits in uninterrupted["logits"].items():
         assert torch.equal(resumed["logits"][kind], logits), kind
     assert resumed["lambda_1"] == uninterrupted["lambda_1"] and resumed["lambda_2"] == uninterrupted["lambda_2"]
