@@ -62,6 +62,9 @@ def load_finetune_model(source: str | os.PathLike, task: str = "sequence_classif
             kwargs["label2id"] = {name: index for index, name in enumerate(label_names)}
     model_class = getattr(transformers, FINETUNE_TASKS[task])
     model = model_class.from_pretrained(source, dtype=torch.float32, **kwargs, **hf_kwargs)
+    if hf_kwargs.get("gguf_file"):   # dequantized floats; the GGUF quantizer marker makes the Trainer refuse them
+        from .artifacts import plain_gguf_model  # lazy: this module loads without torch
+        plain_gguf_model(model)
     if tokenizer is not None and model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model
