@@ -225,3 +225,23 @@ def test_a_finetune_run_folder_or_a_mask_artifact_as_model_names_the_folder_to_p
     assert main([*prune, "--model", str(artifact)]) == 2
     assert "it is a mask artifact (masks only): pass the model its masks were learned on, --model /models/base" in \
         _error(capsys)
+
+
+def test_causal_lm_fine_tuning_of_an_encoder_is_refused(base, tmp_path, capsys):
+    """`--task causal_lm` on BERT loaded a `BertLMHeadModel` without `is_decoder` (transformers only warns) and
+    trained it: every position sees the next token, so the run "learned" to copy it and exited 0."""
+    text = tmp_path / "text.jsonl"
+    text.write_text("\n".join(json.dumps({"text": f"the doctor {i} saw the actor"}) for i in range(16)) + "\n")
+    args = [a.replace(str(base / "train.jsonl"), str(text)) for a in _finetune(base, tmp_path / "lm")
+            if a not in ("--eval_fraction", "0.25")]
+    assert main([*args, "--task", "causal_lm"]) == 2
+    error = _error(capsys)
+    assert "is not a causal LM: its prediction at a token changes with the tokens after it" in error
+    assert "--task sequence_classification" in error and not (tmp_path / "lm").exists()
+
+
+def test_a_decoder_passes_the_causal_check():
+    from hf_heuristic_core.finetuning import check_sees_only_the_past
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=20))
+    check_sees_only_the_past(model, "gpt2")   # no error
+    assert model.training   # its mode is given back
