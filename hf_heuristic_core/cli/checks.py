@@ -35,8 +35,9 @@ def check_model_source(source: str, gguf_file: str | None = None, flag: str = "-
         if not any((path / name).is_file() for name in MODEL_FILES):
             ggufs = sorted(p.name for p in path.glob("*.gguf"))
             if ggufs:
-                raise UsageError(f"{flag} {source} holds GGUF file(s) {ggufs} and no config.json; "
-                                 f"{_gguf_hint(flag, path, ggufs[0], reads_gguf)}.")
+                hint = f"name the file to read: --gguf_file {ggufs[0]}" if reads_gguf else \
+                    _gguf_hint(flag, path, ggufs[0], reads_gguf)
+                raise UsageError(f"{flag} {source} holds GGUF file(s) {ggufs} and no config.json; {hint}.")
             raise UsageError(f"{flag} {source} has no config.json, so it is not a saved model; "
                              f"{_not_a_model_hint(path, flag)}.")
         return

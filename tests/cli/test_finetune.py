@@ -189,7 +189,7 @@ def test_finetune_reads_a_gguf_model_and_writes_a_plain_folder(tmp_path, capsys)
             "--max_steps", "1", "--save_strategy", "no", "--per_device_train_batch_size", "8", "--max_length", "8",
             "--use_cpu", "--report_to", "none", "--disable_tqdm", "true"]
     assert main(argv) == 2
-    assert f"--model {folder} --gguf_file {name}" in _error(capsys)   # a flag finetune now has
+    assert f"name the file to read: --gguf_file {name}" in _error(capsys)   # a flag finetune now has
     assert main([*argv, "--gguf_file", name]) == 0, _error(capsys)
     config = json.loads((out / "final" / "config.json").read_text())
     assert config["architectures"] == ["LlamaForSequenceClassification"] and "quantization_config" not in config
