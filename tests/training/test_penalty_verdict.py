@@ -63,3 +63,17 @@ def test_advice_never_repeats_the_setting_in_use():
     nothing = check_convergence(0.0, [0.0, 0.0], 1.0, 4, control="lagrangian",
                                 nothing_pruned="final_binarization='threshold' (final_threshold 0.5) kept every unit")
     assert nothing.status == "not_converged" and "final_binarization='topk'" in nothing.advice
+
+
+def test_an_inconclusive_penalty_run_names_the_penalty_before_the_head():
+    """A penalty run on a fine-tuned MiniLM that pruned 1 unit of 78 ended "inconclusive" with the advice to prune a
+    model trained for its task (it was): random subnetworks that close to the full model are faithful anyway. The
+    advice now names the penalty and what it pruned first; a Lagrangian run keeps the head as the cause."""
+    flat = dict(kl=4.9e-6, random_kl=[4.9e-6, 1.3e-6], correlation=0.5, batches=1)
+    penalty = check_convergence(**flat, control="penalty", sparsity=1 / 78)
+    assert penalty.status == "inconclusive"
+    assert "The fixed penalty (sparsity_control='penalty') pruned only 1.3% of the units" in penalty.advice
+    assert "raise penalty_weight" in penalty.advice
+    assert penalty.advice.index("penalty_weight") < penalty.advice.index("untrained classification head")
+    lagrangian = check_convergence(**flat, control="lagrangian", sparsity=0.5)
+    assert "penalty" not in lagrangian.advice and "untrained classification head" in lagrangian.advice
