@@ -388,9 +388,7 @@ def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, ar
     `artifact`: the mask artifact the model is loaded for, named by the errors."""
     import transformers
     if _looks_like_local_path(str(name_or_path)) and not Path(str(name_or_path)).expanduser().exists():
-        raise ArtifactError(f"No model folder at {name_or_path} (from {Path.cwd()}); a relative path only resolves "
-                            "from where it was typed. Pass the base model explicitly (its folder or Hub id), e.g. "
-                            "PrunableModel.from_pretrained(MODEL, masks=ARTIFACT_DIR) or export --model MODEL.")
+        raise ArtifactError(_no_model_folder(name_or_path, artifact))
     check_gguf_named(name_or_path, hf_kwargs.get("gguf_file"), artifact)
     gguf = bool(hf_kwargs.get("gguf_file"))
     if gguf and "dtype" not in hf_kwargs and "torch_dtype" not in hf_kwargs:
@@ -407,6 +405,16 @@ def load_base_model(name_or_path: str | os.PathLike, model_class: Any = None, ar
     if gguf:
         plain_gguf_model(model)
     return model
+
+
+def _no_model_folder(name_or_path: str | os.PathLike, artifact: str | os.PathLike | None) -> str:
+    """Why a local base model is not found, and how to pass it: an artifact records an absolute path, so there the
+    folder was moved or deleted; a relative path typed by hand resolves only from the working directory."""
+    where = f" (the base model the mask artifact {artifact} records: moved or deleted?)" if artifact else ""
+    if not os.path.isabs(os.path.expanduser(str(name_or_path))):
+        where += f" (from {Path.cwd()}; a relative path only resolves from where it was typed)"
+    return (f"No model folder at {name_or_path}{where}. Pass the base model explicitly (its folder or Hub id), e.g. "
+            "PrunableModel.from_pretrained(MODEL, masks=ARTIFACT_DIR) or export --model MODEL.")
 
 
 ENCODER_TYPES = {"bert", "roberta", "xlm-roberta", "electra", "camembert", "nomic_bert", "t5", "modernbert"}
@@ -435,11 +443,25 @@ def check_gguf_named(name_or_path: str | os.PathLike, gguf_file: str | None,
     if not found:
         return
     what = f"the base model of the mask artifact {artifact}, " if artifact else ""
-    older = (" The artifact does not record its GGUF file (saved before artifacts recorded it; re-save it, or pass "
-             "the file).") if artifact else ""
-    call = f"PrunableModel.from_pretrained({str(artifact or name_or_path)!r}, gguf_file={found[0]!r})"
+    older = _recorded_gguf_note(artifact) if artifact else ""
+    masks = f", masks={str(artifact)!r}" if artifact else ""   # the folder itself: it may not be the recorded one
+    call = f"PrunableModel.from_pretrained({str(name_or_path)!r}{masks}, gguf_file={found[0]!r})"
     raise ArtifactError(f"{name_or_path} ({what}a folder with no config.json) holds GGUF file(s) {found}: name the "
                         f"one to read, {call} (command line: --gguf_file {found[0]}).{older}")
+
+
+def _recorded_gguf_note(artifact: str | os.PathLike) -> str:
+    """What the artifact says about its GGUF file, for an error about a folder that does not hold it: the recorded
+    name (the folder holds other GGUF files), or that it records none (saved before artifacts recorded it)."""
+    try:
+        saved = json.loads((Path(str(artifact)).expanduser() / CONFIG_NAME).read_text())
+    except (OSError, ValueError):
+        saved = {}
+    name = saved.get("base_model_gguf_file") if isinstance(saved, dict) else None
+    if name:
+        return f" The artifact records {name!r}, which this folder does not hold."
+    return (" The artifact does not record its GGUF file (saved before artifacts recorded it; re-save it, or pass "
+            "the file).")
 
 
 def recorded_gguf_file(masks: str | os.PathLike, model: str | os.PathLike | None = None) -> str | None:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FINAL_DIR", "FINETUNE_TASKS", "ensure_padding_token", "finetune", "load_finetune_model",
-           "planned_checkpoints"]
+__all__ = ["FINAL_DIR", "FINETUNE_TASKS", "check_sees_only_the_past", "ensure_padding_token", "finetune",
+           "load_finetune_model", "planned_checkpoints"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +62,40 @@ def load_finetune_model(source: str | os.PathLike, task: str = "sequence_classif
             kwargs["label2id"] = {name: index for index, name in enumerate(label_names)}
     model_class = getattr(transformers, FINETUNE_TASKS[task])
     model = model_class.from_pretrained(source, dtype=torch.float32, **kwargs, **hf_kwargs)
+    if hf_kwargs.get("gguf_file"):   # dequantized floats; the GGUF quantizer marker makes the Trainer refuse them
+        from .artifacts import plain_gguf_model  # lazy: this module loads without torch
+        plain_gguf_model(model)
+    if task == "causal_lm":
+        check_sees_only_the_past(model, source)
     if tokenizer is not None and model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model
+
+
+def check_sees_only_the_past(model: Any, source: str | os.PathLike) -> None:
+    """Refuse a "causal LM" whose prediction at a token depends on later tokens. An encoder loaded as one (BERT's
+    `BertLMHeadModel` without `is_decoder`, which transformers only warns about) attends both ways, so
+    language-model training teaches it to copy the next token: a model that looks trained and predicts nothing.
+    Two 3-token inputs that differ only in their last token must give the same logits at the first two positions."""
+    import torch
+    vocab = model.get_input_embeddings().num_embeddings
+    if vocab < 4:
+        return
+    device = next(model.parameters()).device
+    ids = torch.tensor([[0, 1, 2], [0, 1, 3]], device=device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits.float()
+    finally:
+        model.train(was_training)
+    if not torch.allclose(logits[0, :2], logits[1, :2], rtol=1e-4, atol=1e-5):
+        raise ValueError(f"task 'causal_lm' (--task causal_lm): {source} ({model.config.model_type}) is not a causal "
+                         "LM: its prediction at a token changes with the tokens after it (an encoder such as BERT "
+                         "attends both ways), so language-model training would teach it to copy the next token. "
+                         "Fine-tune a decoder (GPT-2, Llama, Qwen2, ...) as a causal LM, or this model with --task "
+                         "sequence_classification.")
 
 
 def planned_checkpoints(args: Any, train_rows: int) -> tuple[int, int]:

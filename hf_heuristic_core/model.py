@@ -31,7 +31,7 @@ from .mask_state import MaskState
 from .relaxations import get_relaxation
 from .relaxations.binarize import check_sparsity
 from .artifacts import (base_model_source, hub_kwargs, load_artifact_into, load_base_model, push_artifact_to_hub,
-    read_artifact, resolve_artifact_dir, save_artifact, upgrade_mask_state)
+    read_artifact, recorded_gguf_file, resolve_artifact_dir, save_artifact, upgrade_mask_state)
 from .export.slim import export_slim
 
 logger = logging.getLogger(__name__)
@@ -461,7 +461,8 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         `name_or_path` may also be a mask artifact: the base model it names is loaded (from the GGUF file it records,
         if any) and the masks applied. `model_class` defaults to the class in the checkpoint's
         `config.architectures`, else `AutoModel`. A model read with `gguf_file=` records the file in its
-        `pruning_config` (`base_model_gguf_file`), so its artifact loads again without it.
+        `pruning_config` (`base_model_gguf_file`), so its artifact loads again without it, also from a moved or
+        copied GGUF folder passed with `masks=` (the recorded file is read when the folder holds it).
         """
         artifact_dir = resolve_artifact_dir(name_or_path, must_exist=False, **hub_kwargs(hf_kwargs))
         if artifact_dir is not None and masks is None:
@@ -476,6 +477,11 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
             if saved.base_model_gguf_file and "gguf_file" not in hf_kwargs:
                 hf_kwargs = {**hf_kwargs, "gguf_file": saved.base_model_gguf_file}
             pruning_config = pruning_config or saved.settings_only()
+        elif masks is not None and "gguf_file" not in hf_kwargs:
+            # The base model given by hand (moved, or a copy): the file the artifact records, when the folder holds it
+            recorded = recorded_gguf_file(masks, name_or_path)
+            if recorded:
+                hf_kwargs = {**hf_kwargs, "gguf_file": recorded}
         model = load_base_model(name_or_path, model_class, artifact=masks, **hf_kwargs)
         if pruning_config is not None or hf_kwargs.get("gguf_file"):   # what was loaded, not what a config said
             pruning_config = PruningConfig.from_dict({**(pruning_config or PruningConfig()).to_dict(),

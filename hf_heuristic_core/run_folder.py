@@ -12,7 +12,8 @@ A command claims its output folder before any model or data is loaded (`claim_ou
   refused, naming what is there (and the differences), unless `overwrite=True` (`--overwrite_output_dir`). The same
   kind with the same settings is the same run: it resumes or repeats;
 - **inputs are never outputs:** an output folder that is one of the command's inputs, or holds one, is refused even
-  with `overwrite` (export into the masks folder would otherwise replace the masks);
+  with `overwrite` (export into the masks folder would otherwise replace the masks); so is one inside a local data
+  folder (`DATA_FLAGS`), which is read with every file under it;
 - **no claim without output:** a run that fails before writing a file (empty folders do not count) leaves the folder
   as it found it: a new folder is removed, an earlier run's record is put back, and the corrected re-run is not
   refused for "settings differ".
@@ -37,10 +38,13 @@ from .io_utils import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOCK_NAME", "RECORD_NAME", "FolderLock", "OutputClaim", "OutputFolderError", "check_inputs",
+__all__ = ["DATA_FLAGS", "LOCK_NAME", "RECORD_NAME", "FolderLock", "OutputClaim", "OutputFolderError", "check_inputs",
            "check_writable", "claim_output_dir", "local_paths", "read_record", "refuse_other_commands",
            "settings_differences"]
 
+# Flags whose local folder is read as data with every data file under it, at any depth (`data.tables`): an output
+# folder inside one would be read back as part of the data, starting with the run's own record.
+DATA_FLAGS = frozenset({"--dataset", "--train_data", "--train", "--id_eval", "--ood_eval"})
 RECORD_NAME = "hf_heuristic_core_run.json"
 LOCK_NAME = ".hf_heuristic_core.lock"
 RECORD_FORMAT = "hf_heuristic_core.run/1"
@@ -269,6 +273,11 @@ def _check_inputs(folder: Path, inputs: Iterable[tuple[str, Any]], holding: bool
             if not part.strip() or not path.exists():
                 continue   # a Hub id, or nothing to protect
             source = path.resolve()
+            if flag.strip() in DATA_FLAGS and source.is_dir() and source in folder.parents:
+                raise OutputFolderError(
+                    f"The output folder {folder} is inside this command's data folder {flag.strip()} {value}, which is "
+                    "read with every data file under it: this run's own files (its run record first) would be read "
+                    "as data. Choose an output folder outside it.")
             if source == folder or (holding and folder in source.parents):
                 where = "is" if source == folder else "holds"
                 raise OutputFolderError(

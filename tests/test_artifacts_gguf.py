@@ -113,3 +113,32 @@ def test_circuit_export_of_a_gguf_artifact_reads_its_base_model(gguf_artifact, t
                      "--output_dir", str(out), *extra]) == 0, capsys.readouterr().err
         cfg = read_mib_circuit(out / "importances.json").cfg
         assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.parallel_attn_mlp) == (2, 4, 32, False)
+
+
+def test_a_moved_gguf_folder_passed_with_masks_reads_the_recorded_file(gguf_artifact, tmp_path):
+    """The base model given by hand (the GGUF folder moved or copied): `from_pretrained(folder, masks=artifact)`
+    failed, saying the artifact does not record its GGUF file (it does) and suggesting a call that reads the old
+    folder. Now the recorded file is read from the folder given; a folder without it is told which file was recorded,
+    and the moved base model's error no longer blames a relative path."""
+    import shutil
+    folder, name, artifact = gguf_artifact
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    loaded = PrunableModel.from_pretrained(str(copy), masks=str(artifact))
+    assert loaded.pruning_config.base_model_gguf_file == name
+    assert torch.equal(loaded.get_masks(binary=True)["heads"], HEADS)
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(copy / name, other / "renamed.gguf")
+    with pytest.raises(ArtifactError, match=rf"from_pretrained\('{other}', masks='{artifact}', "
+                                            rf"gguf_file='renamed.gguf'\).*The artifact records '{name}', which this "
+                                            "folder does not hold"):
+        PrunableModel.from_pretrained(str(other), masks=str(artifact))
+    moved = tmp_path / "moved-artifact"
+    shutil.copytree(artifact, moved)
+    config = json.loads((moved / "pruning_config.json").read_text())
+    config["base_model_name_or_path"] = str(tmp_path / "gone")
+    (moved / "pruning_config.json").write_text(json.dumps(config))
+    with pytest.raises(ArtifactError, match="records: moved or deleted") as error:
+        PrunableModel.from_pretrained(str(moved))
+    assert "relative path" not in str(error.value)

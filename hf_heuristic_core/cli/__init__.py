@@ -175,7 +175,7 @@ def parse_study_arguments(argv: Sequence[str]):
 def check_study_paths(args) -> None:
     """A local model folder or data path that does not exist is named now, not by a Hub repo-id error later."""
     if args.model != "minilm":
-        check_model_source(args.model)
+        check_model_source(args.model, reads_gguf=False)
     for flag in ("train", "id_eval", "ood_eval"):
         value = getattr(args, flag)
         if value and looks_local(value) and not Path(value).expanduser().exists():

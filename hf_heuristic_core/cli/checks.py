@@ -17,13 +17,15 @@ def looks_local(source: str) -> bool:
     return source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1 or \
         (os.sep != "/" and os.sep in source)
 
-def check_model_source(source: str, gguf_file: str | None = None, flag: str = "--model") -> None:
-    """A local model folder must exist and hold a saved model; a Hub id is left to transformers."""
+def check_model_source(source: str, gguf_file: str | None = None, flag: str = "--model",
+                       reads_gguf: bool = True) -> None:
+    """A local model folder must exist and hold a saved model; a Hub id is left to transformers. `reads_gguf`: whether
+    the command has a `--gguf_file` flag, so that a GGUF file is never answered with a flag the command lacks."""
     path = Path(source).expanduser()
     if path.exists():
         if path.is_file():
-            hint = (f"pass the folder and the file name: {flag} {path.parent} --gguf_file {path.name}"
-                    if path.suffix == ".gguf" else "pass the folder that save_pretrained wrote")
+            hint = (_gguf_hint(flag, path.parent, path.name, reads_gguf) if path.suffix == ".gguf" else
+                    "pass the folder that save_pretrained wrote")
             raise UsageError(f"{flag} {source} is a file, not a model folder; {hint}.")
         if gguf_file:
             if not (path / gguf_file).is_file():
@@ -33,13 +35,44 @@ def check_model_source(source: str, gguf_file: str | None = None, flag: str = "-
         if not any((path / name).is_file() for name in MODEL_FILES):
             ggufs = sorted(p.name for p in path.glob("*.gguf"))
             if ggufs:
-                raise UsageError(f"{flag} {source} holds GGUF file(s) {ggufs} and no config.json; name the file to "
-                                 f"read: --gguf_file {ggufs[0]}.")
-            raise UsageError(f"{flag} {source} has no config.json, so it is not a saved model; pass the folder "
-                             "that save_pretrained wrote (or a Hub id like 'namespace/name').")
+                hint = f"name the file to read: --gguf_file {ggufs[0]}" if reads_gguf else \
+                    _gguf_hint(flag, path, ggufs[0], reads_gguf)
+                raise UsageError(f"{flag} {source} holds GGUF file(s) {ggufs} and no config.json; {hint}.")
+            raise UsageError(f"{flag} {source} has no config.json, so it is not a saved model; "
+                             f"{_not_a_model_hint(path, flag)}.")
         return
     if looks_local(source):
         raise UsageError(f"{flag} {source}: no such folder; check the path, or pass a Hub id like 'namespace/name'.")
+
+
+def _gguf_hint(flag: str, folder: Path, name: str, reads_gguf: bool) -> str:
+    """How to name a GGUF file: `--gguf_file` where the command has it; else the way to a model folder (`finetune`
+    reads GGUF files and writes a plain one)."""
+    if reads_gguf:
+        return f"pass the folder and the file name: {flag} {folder} --gguf_file {name}"
+    return (f"this command reads no GGUF file (it has no --gguf_file): pass a folder with config.json, e.g. the "
+            f"OUTPUT_DIR/final that `hf-heuristic-core finetune --model {folder} --gguf_file {name} ...` writes")
+
+
+def _not_a_model_hint(path: Path, flag: str) -> str:
+    """What to pass instead of a folder that holds no model: a `finetune` run's final model, a mask artifact's base
+    model, or else any folder that save_pretrained wrote."""
+    import json
+
+    from ..config import CONFIG_NAME  # lazy: `--help` does not load it
+    from ..run_folder import read_record  # lazy: `--help` does not load it
+    final = path / "final"
+    if (read_record(path) or {}).get("kind") == "finetune" and (final / "config.json").is_file():
+        return (f"it is a finetune run's folder: pass its final model, {flag} {final} (or one of its checkpoint-* "
+                "folders)")
+    try:
+        base = json.loads((path / CONFIG_NAME).read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        base = None
+    if base:
+        return f"it is a mask artifact (masks only): pass the model its masks were learned on, {flag} {base}"
+    return "pass the folder that save_pretrained wrote (or a Hub id like 'namespace/name')"
+
 
 # Files a saved tokenizer writes (one is enough). transformers 5 builds an empty tokenizer (special tokens only) from a
 # folder with none of them, without a word: every text would become [UNK].

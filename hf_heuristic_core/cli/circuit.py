@@ -63,7 +63,8 @@ class CircuitArguments:
     task: str = field(default="auto", metadata={
         "help": "attribute, faithfulness: causal_lm or sequence_classification. auto: the head config.architectures "
                 "names; a GGUF decoder (Llama, Qwen2, ...) is a causal LM; else the model class a --scores artifact "
-                "records; else refused."})
+                "records, when --model holds that head (a config naming a headless class such as BertModel would get "
+                "a random one: refused); else refused."})
     dataset: str | None = field(default=None, metadata={
         "help": "ioi (generated IOI prompts, causal LMs), nli (generated HANS-style NLI, classifiers), or a Hub id / "
                 "local files (classifier: text + label columns; LM: text, answer, foil columns)."})
@@ -210,18 +211,21 @@ def _model_config(model: str, gguf_file: str | None) -> Any:
 
 def resolve_circuit_task(args: CircuitArguments, config: Any) -> bool:
     """Whether the model is a causal LM: `--task`, else the head `config.architectures` names or a GGUF decoder's
-    architecture (`prune`'s rule), else the model class a --scores artifact records; refused when none tells."""
+    architecture (`prune`'s rule), else the model class a --scores artifact records when `--model` holds that head's
+    weights; refused when none tells."""
     from .prune import resolve_task  # lazy: `--help` does not load it
     try:
         task = resolve_task(args, config)
     except UsageError:
-        task = _task_of_artifacts(args)
-        if task is None:
+        found = _task_of_artifacts(args)
+        if found is None:
             names = getattr(config, "architectures", None)
             raise UsageError(f"--task auto cannot tell whether --model {args.model} is a causal LM or a sequence "
                              f"classifier (config.architectures {names}, model_type "
                              f"{getattr(config, 'model_type', None)!r}); pass --task causal_lm or --task "
                              "sequence_classification.") from None
+        task = found[0]
+        _refuse_a_random_head(args, config, *found)
     if task not in ("causal_lm", "sequence_classification"):
         raise UsageError(f"--model {args.model} is a {task} model; circuits score a causal LM's next token or a "
                          "sequence classifier's label. Pass --task causal_lm or sequence_classification to load it as "
@@ -229,18 +233,38 @@ def resolve_circuit_task(args: CircuitArguments, config: Any) -> bool:
     return task == "causal_lm"
 
 
-def _task_of_artifacts(args: CircuitArguments) -> str | None:
-    """The task of the model class a --scores mask artifact was made on (`base_model_class`), if any says."""
+def _task_of_artifacts(args: CircuitArguments) -> tuple[str, str, str, str | None] | None:
+    """(task, artifact, model class, base model) of the first --scores mask artifact whose recorded model class
+    (`base_model_class`) names a task, if any."""
     for source in _sources(args.scores):
         try:
-            saved = PruningConfig.from_pretrained(source).base_model_class or ""
+            saved = PruningConfig.from_pretrained(source)
         except (OSError, ValueError, TypeError):
             continue
-        if saved.endswith(("ForCausalLM", "LMHeadModel")):
-            return "causal_lm"
-        if saved.endswith("ForSequenceClassification"):
-            return "sequence_classification"
+        name = saved.base_model_class or ""
+        if name.endswith(("ForCausalLM", "LMHeadModel")):
+            return "causal_lm", source, name, saved.base_model_name_or_path
+        if name.endswith("ForSequenceClassification"):
+            return "sequence_classification", source, name, saved.base_model_name_or_path
     return None
+
+
+def _refuse_a_random_head(args: CircuitArguments, config: Any, task: str, artifact: str, model_class: str,
+                          base: str | None) -> None:
+    """An artifact's class only tells the task of a model whose weights hold that head: a config naming a headless
+    class (e.g. `BertModel`, a base model rather than the fine-tuned one) has no classifier weights, and no LM head
+    unless it ties it to the embeddings. Loading it as the artifact's class would add a random head, and every
+    score and curve would be noise (a CPR of 1.7 with m(full) = -3e-6 was printed with exit 0)."""
+    names = getattr(config, "architectures", None)
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    if not names or (task == "causal_lm" and tied):
+        return
+    head = "language-model head" if task == "causal_lm" else "classification head"
+    made_on = f" ({base})" if base else ""
+    raise UsageError(f"--model {args.model} has no {head} (config.architectures {names}), but --scores {artifact} "
+                     f"was made on a {model_class}{made_on}: loading --model as one would add a random {head}, so "
+                     f"every score would be noise. Pass the model the masks were made on as --model, or --task {task} "
+                     "to score a random head anyway.")
 
 
 def config_shapes(config: Any) -> dict[str, tuple[int, ...]] | None:

@@ -68,6 +68,9 @@ class FinetuneScriptArguments:
         "help": "Classes of the classification head. Default: the training labels' (class ids 0..N-1, or the "
                 "sorted distinct strings, which become the config's id2label)."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
+    gguf_file: str | None = field(default=None, metadata={
+        "help": "GGUF file inside --model: dequantized to float32 on load (the final model and the checkpoints are "
+                "plain safetensors folders that prune and effective-size read)."})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Write into an --output_dir that holds another run's or another command's files (nothing is "
                 "deleted; files of the same name are replaced). Without it such a folder is refused."})
@@ -128,7 +131,7 @@ def check_script_arguments(script: FinetuneScriptArguments) -> None:
         value = getattr(script, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name} {value} must be >= 1 (leave --max_train_examples out to use every example).")
-    check_model_source(script.model)
+    check_model_source(script.model, script.gguf_file)
 
 
 def finetune_settings(script: FinetuneScriptArguments, args: Any) -> dict[str, Any]:
@@ -198,7 +201,7 @@ def _finetune(script: FinetuneScriptArguments, args: Any, resume: Any) -> dict[s
     from .checks import check_tokenizer, resolve_text_columns
     from .prune_data import load_prune_data
 
-    hf_kwargs = {"revision": script.model_revision} if script.model_revision else {}
+    hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
     data = load_prune_data(script, args.seed, trained="the model was trained")
     train, evaluation = data.train, data.eval
     columns = resolve_text_columns(train.column_names, script.text_columns)
@@ -213,7 +216,7 @@ def _finetune(script: FinetuneScriptArguments, args: Any, resume: Any) -> dict[s
                 raise UsageError(f"--num_labels {script.num_labels} is fewer than the {num_labels} classes of the "
                                  "training labels; drop the flag to take the labels' count.")
             num_labels = script.num_labels
-    check_tokenizer(script.model)
+    check_tokenizer(script.model, script.gguf_file)
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
     ensure_padding_token(tokenizer)
     model = load_finetune_model(script.model, script.task, num_labels, tokenizer, names, **hf_kwargs)

@@ -237,8 +237,33 @@ def parse_prune_arguments(argv: Sequence[str]) -> tuple[PruneScriptArguments, An
         raise UsageError(str(err).strip().replace("\n", " ")) from err
     if unknown:
         raise UsageError(unknown_flags_message(unknown, [o for a in parser._actions for o in a.option_strings]))
+    refuse_target_flags_under_penalty(argv, args)
     check_script_arguments(script)
     return script, args
+
+
+# PruningArguments that only the Lagrangian target reads (its schedule, its multipliers, the top-k at the target).
+TARGET_FLAGS = ("target_sparsity", "start_sparsity", "sparsity_warmup_steps", "sparsity_schedule", "reg_learning_rate",
+                "sparsity_penalty")
+
+
+def refuse_target_flags_under_penalty(argv: Sequence[str], args: Any) -> None:
+    """Under `--sparsity_control penalty` the fixed penalty decides how much is pruned and the final masks take the
+    relaxation's threshold: a target flag given with it would change nothing (`--target_sparsity 0.5` ended at
+    sparsity 0.0 without a word), and `--final_binarization topk` was replaced by the threshold rule."""
+    if getattr(args, "sparsity_control", "lagrangian") != "penalty":
+        return
+    given = given_flags(argv)
+    ignored = [f"--{name}" for name in TARGET_FLAGS if name in given]
+    if ignored:
+        raise UsageError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} nothing under "
+                         "--sparsity_control penalty (the fixed penalty decides how much is pruned: there is no "
+                         "target, schedule or multiplier); drop it, or use --sparsity_control lagrangian to prune to "
+                         "--target_sparsity.")
+    if "final_binarization" in given and args.final_binarization == "topk":
+        raise UsageError("--final_binarization topk takes the top units at the target, and --sparsity_control penalty "
+                         "has none: its final masks use the threshold rule (--final_threshold); drop the flag, or use "
+                         "--sparsity_control lagrangian.")
 
 
 def unknown_flags_message(unknown: Sequence[str], known: Sequence[str]) -> str:

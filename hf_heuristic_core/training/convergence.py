@@ -29,7 +29,7 @@ import torch
 from .losses import kl_to_teacher
 
 __all__ = ["CONVERGED", "ConvergenceReport", "INCONCLUSIVE", "MAX_KL_RATIO", "MAX_INIT_CORRELATION", "MIN_RANDOM_KL",
-           "NOT_CONVERGED", "check_convergence", "init_rank_correlation", "not_converged_advice",
+           "NOT_CONVERGED", "check_convergence", "inconclusive_advice", "init_rank_correlation", "not_converged_advice",
            "nothing_pruned_advice", "random_masks_like", "verdict_line", "verdict_status"]
 
 MAX_KL_RATIO = 0.5
@@ -117,12 +117,13 @@ def subnetwork_kls(forward: Callable[[dict], torch.Tensor], teacher: list[torch.
 
 
 def check_convergence(kl: float, random_kl: list[float], correlation: float | None, batches: int,
-                      recipe: str | None = None, control: str = "lagrangian", nothing_pruned: str | None = None
-                      ) -> ConvergenceReport:
+                      recipe: str | None = None, control: str = "lagrangian", nothing_pruned: str | None = None,
+                      sparsity: float | None = None) -> ConvergenceReport:
     """The verdict from the measurements (see the module docstring). `recipe` and `control` (the run's recipe and
     sparsity control) shape the advice, which never suggests the setting already in use. `nothing_pruned`: why the
     final masks keep every unit (e.g. a fixed penalty too weak to prune anything), which makes the run not converged
-    whatever the KLs say (the subnetwork is the full model, so random ones of its size are too)."""
+    whatever the KLs say (the subnetwork is the full model, so random ones of its size are too). `sparsity`: what the
+    final masks pruned, named by the advice of an inconclusive fixed-penalty run (it decides that size)."""
     median = statistics.median(random_kl)
     ratio = kl / median if median > 0 else None
     moved = correlation is None or correlation <= MAX_INIT_CORRELATION
@@ -144,14 +145,27 @@ def check_convergence(kl: float, random_kl: list[float], correlation: float | No
         converged = False
     advice = None
     if converged is None:
-        advice = ("Random subnetworks of this size already match the full model (median KL below "
-                  f"{MIN_RANDOM_KL:g}), so faithfulness cannot tell this subnetwork from chance: the model's outputs "
-                  "hardly depend on the pruned units (an untrained classification head?). Prune a model that was "
-                  "trained for its task, or judge the subnetwork on data where the full model's predictions vary.")
+        advice = inconclusive_advice(control, sparsity)
     elif not converged:
         advice = not_converged_advice(moved, recipe, control)
     return ConvergenceReport(converged, verdict, kl, median, ratio, correlation, random_kl, len(random_kl), batches,
                              advice)
+
+
+def inconclusive_advice(control: str, sparsity: float | None = None) -> str:
+    """What to change when random subnetworks of the run's size match the full model. Under a fixed penalty the
+    penalty chose that size, and a small one is the likely cause (1 unit of 78 pruned was blamed on an untrained
+    head); an untrained head is the other cause either way."""
+    first = (f"Random subnetworks of this size already match the full model (median KL below {MIN_RANDOM_KL:g}), so "
+             "faithfulness cannot tell this subnetwork from chance")
+    head = ("the model's outputs hardly depend on the pruned units (an untrained classification head?). Prune a model "
+            "that was trained for its task, or judge the subnetwork on data where the full model's predictions vary.")
+    if control != "penalty":
+        return f"{first}: {head}"
+    pruned = f"pruned only {sparsity:.1%} of the units" if sparsity is not None else "chose this size"
+    return (f"{first}. The fixed penalty (sparsity_control='penalty') {pruned}: subnetworks that close to the full "
+            "model are faithful whatever they keep; raise penalty_weight (e.g. 10x), train longer, or set a target with "
+            f"sparsity_control='lagrangian' and target_sparsity. Otherwise {head}")
 
 
 def nothing_pruned_advice(control: str) -> str:

@@ -170,7 +170,8 @@ class SubnetworkJudging:
         correlation = init_rank_correlation(self.initial_logits, dict(prunable.mask_logits.items())) \
             if self.initial_logits and not getattr(self.args, "warm_start_scores", None) else None
         return check_convergence(kls[0], kls[1:], correlation, len(batches), recipe=self.recipe.name,
-                                 control=self.objective.control, nothing_pruned=self._nothing_pruned(masks))
+                                 control=self.objective.control, nothing_pruned=self._nothing_pruned(masks),
+                                 sparsity=prunable.sparsity_report(masks)["sparsity"])
 
     def _judging_batches(self, count: int) -> list[dict[str, torch.Tensor]]:
         dataset = self.eval_dataset if self.eval_dataset is not None else self.train_dataset

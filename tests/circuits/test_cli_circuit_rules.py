@@ -199,3 +199,33 @@ def test_faithfulness_on_the_readmes_smollm2(smollm2_dir, tmp_path, capsys):
     document = json.loads((tmp_path / "curves" / "curves.json").read_text())
     assert document["description"]["task"] == "causal_lm" and document["n_units"] == 30 * 10
     assert Path(tmp_path / "curves" / "faithfulness_curves.png").is_file()
+
+
+# ------------------------------------------------------------------ issue #36 review
+def test_a_headless_classifier_config_is_not_given_a_random_head_from_an_artifact(tmp_path, capsys):
+    """`faithfulness --model BASE --scores ARTIFACT` with the base model (`BertModel`) instead of the fine-tuned
+    classifier the artifact was made on: --task auto took the artifact's class and scored a random head (CPR 1.7,
+    m(full) = -3e-6, exit 0), where the guide says a config naming no head is refused."""
+    from transformers import AutoConfig
+
+    from hf_heuristic_core.cli.circuit import CircuitArguments, resolve_circuit_task
+    from hf_heuristic_core.errors import UsageError
+    classifier = tiny_model("bert", task="seq_cls")
+    PrunableModel(classifier, PruningConfig(ablation="zero")).save_pretrained(tmp_path / "artifact")
+    args = CircuitArguments(action="faithfulness", model="base", scores=str(tmp_path / "artifact"))
+    headless = AutoConfig.for_model("bert", architectures=["BertModel"])
+    with pytest.raises(UsageError, match=r"--model base has no classification head \(config.architectures "
+                                         r"\['BertModel'\]\), but --scores .* was made on a "
+                                         "BertForSequenceClassification.*--task sequence_classification"):
+        resolve_circuit_task(args, headless)
+    # A config that names no class at all (e.g. read from a GGUF file) still takes the artifact's task.
+    assert resolve_circuit_task(args, AutoConfig.for_model("bert")) is False
+    # A headless decoder gets an LM head from its tied embeddings, not a random one; an untied one would not.
+    lm_args = CircuitArguments(action="faithfulness", model="base", scores=str(tmp_path / "lm"))
+    PrunableModel(tiny_model("llama", task="causal_lm"), PruningConfig(ablation="zero")).save_pretrained(
+        tmp_path / "lm")
+    assert resolve_circuit_task(lm_args, AutoConfig.for_model("llama", architectures=["LlamaModel"],
+                                                              tie_word_embeddings=True)) is True
+    with pytest.raises(UsageError, match="has no language-model head"):
+        resolve_circuit_task(lm_args, AutoConfig.for_model("llama", architectures=["LlamaModel"],
+                                                           tie_word_embeddings=False))

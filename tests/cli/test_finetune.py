@@ -173,3 +173,75 @@ def test_help_lists_every_accepted_flag_without_importing_torch(monkeypatch, cap
     assert main(["finetune", "--help"]) == 0
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  --")}
     assert listed >= accepted and "--num_labels" in listed
+
+
+# ------------------------------------------------------------------ issue #36 review
+def test_finetune_reads_a_gguf_model_and_writes_a_plain_folder(tmp_path, capsys):
+    """The GGUF error of every command named `--gguf_file`, which finetune did not have: a GGUF base model (the
+    README's SmolLM2 is one) could not be fine-tuned at all. Now it is read dequantized and the final model is a
+    plain folder (no GGUF quantizer left in its config) that prune reads."""
+    from tiny_gguf import write_tiny_gguf
+    folder, name = write_tiny_gguf(tmp_path / "gguf")
+    rows = [{"text": f"ab c{chr(97 + i % 20)} d", "label": i % 2} for i in range(16)]
+    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "ft"
+    argv = ["finetune", "--model", str(folder), "--dataset", str(tmp_path / "data.jsonl"), "--output_dir", str(out),
+            "--max_steps", "1", "--save_strategy", "no", "--per_device_train_batch_size", "8", "--max_length", "8",
+            "--use_cpu", "--report_to", "none", "--disable_tqdm", "true"]
+    assert main(argv) == 2
+    assert f"name the file to read: --gguf_file {name}" in _error(capsys)   # a flag finetune now has
+    assert main([*argv, "--gguf_file", name]) == 0, _error(capsys)
+    config = json.loads((out / "final" / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForSequenceClassification"] and "quantization_config" not in config
+    assert (out / "final" / "tokenizer.json").is_file()
+    assert json.loads((out / "hf_heuristic_core_run.json").read_text())["settings"]["gguf_file"] == name
+
+
+def test_study_does_not_name_a_gguf_flag_it_lacks(tmp_path, capsys):
+    """study has no --gguf_file; its GGUF error named that flag, so following it failed with 'unknown flag'."""
+    from tiny_gguf import write_tiny_gguf
+    folder, name = write_tiny_gguf(tmp_path / "gguf")
+    assert main(["study", "--model", str(folder), "--output_dir", str(tmp_path / "study")]) == 2
+    error = _error(capsys)
+    assert "reads no GGUF file (it has no --gguf_file)" in error
+    assert f"hf-heuristic-core finetune --model {folder} --gguf_file {name}" in error
+    assert not (tmp_path / "study").exists()
+
+
+def test_a_finetune_run_folder_or_a_mask_artifact_as_model_names_the_folder_to_pass(base, tmp_path, capsys):
+    """`prune --model runs/ft` (the run folder, not its final model) was told only that the folder has no
+    config.json; the message now names runs/ft/final. A mask artifact passed as --model names its base model."""
+    run = tmp_path / "ft"
+    (run / "final").mkdir(parents=True)
+    (run / "final" / "config.json").write_text("{}")
+    (run / "hf_heuristic_core_run.json").write_text(json.dumps({"format": "hf_heuristic_core.run/1",
+                                                                "kind": "finetune", "settings": {}}))
+    artifact = tmp_path / "masks"
+    artifact.mkdir()
+    (artifact / "pruning_config.json").write_text(json.dumps({"base_model_name_or_path": "/models/base"}))
+    prune = ["prune", "--dataset", str(base / "train.jsonl"), "--output_dir", str(tmp_path / "p")]
+    assert main([*prune, "--model", str(run)]) == 2
+    assert f"it is a finetune run's folder: pass its final model, --model {run / 'final'}" in _error(capsys)
+    assert main([*prune, "--model", str(artifact)]) == 2
+    assert "it is a mask artifact (masks only): pass the model its masks were learned on, --model /models/base" in \
+        _error(capsys)
+
+
+def test_causal_lm_fine_tuning_of_an_encoder_is_refused(base, tmp_path, capsys):
+    """`--task causal_lm` on BERT loaded a `BertLMHeadModel` without `is_decoder` (transformers only warns) and
+    trained it: every position sees the next token, so the run "learned" to copy it and exited 0."""
+    text = tmp_path / "text.jsonl"
+    text.write_text("\n".join(json.dumps({"text": f"the doctor {i} saw the actor"}) for i in range(16)) + "\n")
+    args = [a.replace(str(base / "train.jsonl"), str(text)) for a in _finetune(base, tmp_path / "lm")
+            if a not in ("--eval_fraction", "0.25")]
+    assert main([*args, "--task", "causal_lm"]) == 2
+    error = _error(capsys)
+    assert "is not a causal LM: its prediction at a token changes with the tokens after it" in error
+    assert "--task sequence_classification" in error and not (tmp_path / "lm").exists()
+
+
+def test_a_decoder_passes_the_causal_check():
+    from hf_heuristic_core.finetuning import check_sees_only_the_past
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=20))
+    check_sees_only_the_past(model, "gpt2")   # no error
+    assert model.training   # its mode is given back

@@ -285,3 +285,21 @@ def test_induce_with_arithmetic_treats_a_source_inside_its_output_folder_as_its_
     assert induce_inputs(elsewhere)[0] == ("--source", "sources/a")
     itself = InductionArguments(output_dir="runs/si", arithmetic=True, source="runs/si")
     assert induce_inputs(itself)[0] == ("--source", "runs/si")
+
+
+# ------------------------------------------------------------------ issue #36 review
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_no_output_folder_inside_a_data_folder(command, tmp_path, capsys):
+    """A local data folder is read with every data file under it. `prune --dataset data --output_dir data/p50`
+    claimed data/p50 first, then read its own run record as a data row ("DatasetGenerationError"); with split-named
+    files the run went through and left its JSON files inside the data folder. Every command refuses it now, and
+    writes nothing there."""
+    from hf_heuristic_core.run_folder import DATA_FLAGS
+    for case in CASES[command](Inputs(tmp_path / command)):
+        for flag, path in case.inputs.items():
+            if flag.strip() not in DATA_FLAGS or not path.is_dir():
+                continue
+            (path / "runs" / "out").mkdir(parents=True, exist_ok=True)   # effective-size's OUTPUT_DIR must exist
+            before = _tree(path)
+            _refused(case.argv, path / "runs" / "out", capsys, f"is inside this command's data folder {flag.strip()}")
+            assert _tree(path) == before, "the data folder was changed"

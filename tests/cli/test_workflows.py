@@ -311,8 +311,12 @@ def test_non_binary_or_never_fixed_masks_are_unfinished(tmp_path):
 
 
 def test_penalty_mode_prints_the_sparsity_it_reached_not_a_target(tiny, tmp_path, capsys):
-    assert main(_prune(tiny, tmp_path / "p", "--sparsity_control", "penalty", "--penalty_weight", "0.001",
-                       "--save_strategy", "no")) == 0
+    argv = _prune(tiny, tmp_path / "p", "--sparsity_control", "penalty", "--penalty_weight", "0.001",
+                  "--save_strategy", "no")
+    at = argv.index("--target_sparsity")
+    assert main(argv) == 2   # a target does nothing under a fixed penalty: refused, not silently dropped
+    assert "--target_sparsity does nothing under --sparsity_control penalty" in _error(capsys)
+    assert main(argv[:at] + argv[at + 2:]) == 0
     out = capsys.readouterr().out
     assert "sparsity reached" in out and "penalty has no target" in out and "(target 0.5000" not in out
     summary = json.loads(out.strip().splitlines()[-1])

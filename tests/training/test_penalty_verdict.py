@@ -63,3 +63,36 @@ def test_advice_never_repeats_the_setting_in_use():
     nothing = check_convergence(0.0, [0.0, 0.0], 1.0, 4, control="lagrangian",
                                 nothing_pruned="final_binarization='threshold' (final_threshold 0.5) kept every unit")
     assert nothing.status == "not_converged" and "final_binarization='topk'" in nothing.advice
+
+
+def test_an_inconclusive_penalty_run_names_the_penalty_before_the_head():
+    """A penalty run on a fine-tuned MiniLM that pruned 1 unit of 78 ended "inconclusive" with the advice to prune a
+    model trained for its task (it was): random subnetworks that close to the full model are faithful anyway. The
+    advice now names the penalty and what it pruned first; a Lagrangian run keeps the head as the cause."""
+    flat = dict(kl=4.9e-6, random_kl=[4.9e-6, 1.3e-6], correlation=0.5, batches=1)
+    penalty = check_convergence(**flat, control="penalty", sparsity=1 / 78)
+    assert penalty.status == "inconclusive"
+    assert "The fixed penalty (sparsity_control='penalty') pruned only 1.3% of the units" in penalty.advice
+    assert "raise penalty_weight" in penalty.advice
+    assert penalty.advice.index("penalty_weight") < penalty.advice.index("untrained classification head")
+    lagrangian = check_convergence(**flat, control="lagrangian", sparsity=0.5)
+    assert "penalty" not in lagrangian.advice and "untrained classification head" in lagrangian.advice
+
+
+@pytest.mark.parametrize("extra, refused", [
+    (["--target_sparsity", "0.5"], "--target_sparsity does nothing under --sparsity_control penalty"),
+    (["--start_sparsity", "0.1", "--reg_learning_rate", "0.1"],
+     "--start_sparsity, --reg_learning_rate do nothing under --sparsity_control penalty"),
+    (["--final_binarization", "topk"], "--final_binarization topk takes the top units at the target"),
+])
+def test_prune_refuses_target_flags_under_a_fixed_penalty(extra, refused, tmp_path, capsys):
+    """`prune --sparsity_control penalty --target_sparsity 0.5` ended at sparsity 0.0 with the target silently
+    dropped (and `--final_binarization topk` silently replaced by the threshold rule): refused before anything loads."""
+    from hf_heuristic_core.cli import main
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    argv = ["prune", "--model", str(tmp_path / "model"), "--dataset", "d.jsonl", "--output_dir", str(tmp_path / "o"),
+            "--sparsity_control", "penalty", "--penalty_weight", "1", *extra]
+    assert main(argv) == 2
+    assert refused in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "o").exists()
