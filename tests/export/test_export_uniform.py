@@ -15,7 +15,6 @@ from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401
 
 from hf_heuristic_core import PrunableModel, PruningConfig, save_slim
 from hf_heuristic_core.errors import ExportError, UsageError
-from hf_heuristic_core.relaxations.uniform import uniform_masks
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

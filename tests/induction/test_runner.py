@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from hf_heuristic_core.cli.induce import InductionArguments
 from hf_heuristic_core.errors import UsageError
