@@ -20,9 +20,10 @@ import torch
 
 from ..artifacts import read_artifact
 from ..data.spec import MissingDataSpecError, eval_sets_from_spec
-from ..errors import ArtifactError
+from ..errors import ArtifactError, UsageError
 from ..evaluation.options import EvaluationOptions
 from ..io_utils import atomic_write_text
+from ..tokenizer_loading import load_tokenizer
 from .ablation_table import AblationOptions, ablation_table
 from .markdown import render_markdown
 from .report_settings import AnalyzeSettings
@@ -88,12 +89,14 @@ def _install_means(model: Any, runs_dir: Path, run: str) -> None:
 
 
 def _load_tokenizer(manifest: Mapping[str, Any], model_path: str | None) -> Any:
-    from transformers import AutoTokenizer
     data = manifest.get("data") or {}
     source = model_path or data.get("tokenizer") or manifest.get("model")
     if not source:
         raise _Unavailable("no tokenizer recorded; pass tokenizer=")
-    return AutoTokenizer.from_pretrained(source)
+    try:
+        return load_tokenizer(source, "model=" if model_path else "the manifest's model")
+    except UsageError as reason:   # a folder without a tokenizer: skipped with the reason, never read as [UNK]s
+        raise _Unavailable(f"{reason} Or pass tokenizer=.") from None
 
 
 def _load_eval_sets(manifest: Mapping[str, Any], tokenizer: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import UsageError
 # Moved to the library (circuits/ loads tables too); these names keep working here.
 from ..table_checks import check_rows, load_dataset_checked  # noqa: F401
+from ..tokenizer_loading import TOKENIZER_FILES, check_tokenizer, missing_tokenizer  # noqa: F401
 
 MODEL_FILES = ("config.json", "adapter_config.json")
 
@@ -72,27 +73,6 @@ def _not_a_model_hint(path: Path, flag: str) -> str:
     if base:
         return f"it is a mask artifact (masks only): pass the model its masks were learned on, {flag} {base}"
     return "pass the folder that save_pretrained wrote (or a Hub id like 'namespace/name')"
-
-
-# Files a saved tokenizer writes (one is enough). transformers 5 builds an empty tokenizer (special tokens only) from a
-# folder with none of them, without a word: every text would become [UNK].
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model",
-                   "spiece.model", "sentencepiece.bpe.model")
-
-
-def missing_tokenizer(source: str, gguf_file: str | None = None) -> bool:
-    """Whether `source` is a local model folder holding no tokenizer file (a Hub id or a GGUF file is left to
-    transformers: the Hub repo or the GGUF file carries the tokenizer)."""
-    path = Path(source).expanduser()
-    return not gguf_file and path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_FILES)
-
-
-def check_tokenizer(source: str, gguf_file: str | None = None, flag: str = "--model") -> None:
-    """Refuse a local model folder without a tokenizer, naming the fix (see `TOKENIZER_FILES`)."""
-    if missing_tokenizer(source, gguf_file):
-        raise UsageError(f"{flag} {source} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...), and "
-                         "transformers would build an empty one that reads every word as unknown. Save the model's "
-                         f"tokenizer into it: AutoTokenizer.from_pretrained(BASE).save_pretrained('{source}').")
 
 
 def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]:

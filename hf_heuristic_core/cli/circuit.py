@@ -23,6 +23,7 @@ from .help import render_help, wants_help
 from ..config import CONFIG_NAME, PruningConfig
 from ..io_utils import atomic_write_text
 from .checks import check_model_source
+from ..tokenizer_loading import load_tokenizer
 
 ACTIONS = {
     "export": "write a ranking (--scores) as MIB's importance file plus binary circuits at MIB's sizes",
@@ -284,7 +285,7 @@ def _load_model(args: CircuitArguments, config: Any, causal: bool) -> tuple[Any,
     from ..model import PrunableModel  # lazy: `--help` does not load it
     kwargs = {"gguf_file": args.gguf_file} if args.gguf_file else {}
     model_class = transformers.AutoModelForCausalLM if causal else transformers.AutoModelForSequenceClassification
-    tokenizer = transformers.AutoTokenizer.from_pretrained(args.model, **kwargs)
+    tokenizer = load_tokenizer(args.model, "--model", **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     prunable = PrunableModel.from_pretrained(args.model, PruningConfig(ablation=args.ablation),

@@ -231,8 +231,13 @@ def _subcases(data) -> dict[str, Any] | None:
 def _load_tokenizer(arguments: EffectiveSizeArguments, first_checkpoint: Path):
     from transformers import AutoTokenizer
     from ..evaluation.effective_size import EffectiveSizeError  # lazy: `--help` does not load it
+    from ..tokenizer_loading import check_tokenizer, missing_tokenizer  # lazy: `--help` does not load it
+    if arguments.tokenizer:
+        check_tokenizer(arguments.tokenizer, flag="--tokenizer")
     candidates = [arguments.tokenizer] if arguments.tokenizer else [str(first_checkpoint), arguments.output_dir]
     for candidate in candidates:
+        if missing_tokenizer(candidate):   # transformers would build an empty tokenizer from it, without a word
+            continue
         try:
             tokenizer = AutoTokenizer.from_pretrained(candidate)
         except (OSError, ValueError):

@@ -113,6 +113,16 @@ def _slim_layer_factory(model_type: str, original: type[nn.Module]) -> type[nn.M
             return issubclass(subclass, original)
 
     def __new__(cls, config, layer_idx=None, *args, **kwargs):
+        try:
+            return _build_layer(config, layer_idx, *args, **kwargs)
+        except BaseException:
+            # transformers 5.24's apply_patches puts the stock classes back only when the model init succeeds: left
+            # behind, the stand-ins (all of them are patched in at once) made every later model of their types
+            # unpicklable in this process (torch.save(model): "not the same object as ...LlamaDecoderLayer")
+            _restore_stock_classes({cls, *_REGISTERED.values()})
+            raise
+
+    def _build_layer(config, layer_idx, *args, **kwargs):
         layer = original(config, layer_idx, *args, **kwargs)
         info = _slim_layout(config)
         if info is None:

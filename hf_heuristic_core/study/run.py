@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io_utils import atomic_write_text
+from ..tokenizer_loading import load_tokenizer
 from ..search.defaults import DEFAULT_STRATEGY
 from ..training.recipes import get_recipe
 from ..config import PruningConfig
@@ -215,7 +216,7 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
     torch.manual_seed(args.seed)
 
     source = _model_source(args)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    tokenizer = load_tokenizer(source, "--model")
     _ensure_padding_token(tokenizer)
     data = build_study_data(args.train, args.id_eval, args.ood_eval, train_size=args.train_size,
                             id_eval_size=args.id_eval_size, ood_per_case=args.ood_per_case,

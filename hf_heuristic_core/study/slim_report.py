@@ -23,6 +23,7 @@ from ..errors import UnsupportedArchitectureError
 from ..export import parameter_count, slim_info
 from ..export.latency import round_robin_latency
 from ..model import PrunableModel
+from ..tokenizer_loading import load_tokenizer
 from ..architectures.registry import ARCHITECTURES
 from ..batching import LABEL_KEYS, iterate_batches, model_input_names
 from ..data.spec import eval_sets_from_spec
@@ -176,12 +177,10 @@ def _problems(per_set: Mapping[str, Mapping[str, Any]], recorded: Mapping[str, A
 def slim_report_for_runs(runs_dir: str | Path, model: str | Path | None = None, **kwargs: Any) -> dict[str, Any]:
     """`study_slim_report` on a finished study's runs folder, read-only: the model, tokenizer and evaluation sets
     come from what its manifest.json records (`model` overrides the recorded model path)."""
-    from transformers import AutoTokenizer
-
     from ..analysis.results import MANIFEST_NAME, read_json  # local: the name clashes with a module-level one
     manifest = read_json(Path(runs_dir) / MANIFEST_NAME)
     model = model or manifest["model"]
-    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    tokenizer = load_tokenizer(model, "model=")
     data = manifest.get("data") or {}
     eval_sets = eval_sets_from_spec(data, tokenizer)
     groups = dict(data.get("groups") or {"id": list(eval_sets)[:1], "ood": list(eval_sets)[1:]})

@@ -229,3 +229,13 @@ def test_a_headless_classifier_config_is_not_given_a_random_head_from_an_artifac
     with pytest.raises(UsageError, match="has no language-model head"):
         resolve_circuit_task(lm_args, AutoConfig.for_model("llama", architectures=["LlamaModel"],
                                                            tie_word_embeddings=False))
+
+
+def test_a_model_folder_without_a_tokenizer_is_refused_before_loading(files, tmp_path, capsys):
+    """The tiny GPT-2 folder holds no tokenizer: transformers 5 would build an empty one and every prompt would be
+    scored as unknown tokens, exit 0. Nothing is claimed: the corrected run may use the folder."""
+    out = tmp_path / "curves"
+    code, text = _run(["circuit", "faithfulness", "--model", files["gpt2"], "--dataset", files["prompts"],
+                       "--scores", files["artifact"], "--random_seeds", "", "--output_dir", out], capsys)
+    assert code == 2 and f"--model {files['gpt2']} holds no tokenizer" in text
+    assert not out.exists() or not any(out.iterdir())

@@ -5,6 +5,7 @@ process without the package fails loudly, and canaries turn red when transformer
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import shutil
 import subprocess
@@ -157,6 +158,11 @@ def test_an_edited_layout_is_refused(exported, tmp_path):
     (folder / "config.json").write_text(json.dumps(raw))
     with pytest.raises(ValueError, match="layout in this config is for a 'qwen2' model"):
         AutoModelForCausalLM.from_pretrained(folder)
+    # transformers restores the patched classes only after a successful init; the refusal puts them back itself, or
+    # every later Llama model of the process fails to pickle ("not the same object as ...LlamaDecoderLayer").
+    for module_name, class_name in AUTOLOAD_MODEL_TYPES.values():
+        assert getattr(importlib.import_module(module_name), class_name).__module__ == module_name
+    torch.save(tiny_model("llama", task="causal_lm", num_layers=2), io.BytesIO())
 
 
 def test_without_the_patch_automodel_refuses_and_load_slim_still_works(exported):
