@@ -63,3 +63,12 @@ def test_analyze_skips_the_model_sections_with_the_reason(folders):
     with pytest.raises(_Unavailable, match="model= .* holds no tokenizer"):
         analysis_tokenizer({"model": str(folders["with"])}, bare)
     assert len(analysis_tokenizer({"model": bare, "data": {"tokenizer": str(folders["with"])}}, None)) > 30000
+
+
+def test_study_refuses_a_model_folder_without_a_tokenizer_before_writing(folders, tmp_path):
+    from hf_heuristic_core.study import StudyArguments
+    from hf_heuristic_core.study.run import run_study
+    bare = folders["bare"] / "checkpoint-4"
+    with pytest.raises(UsageError, match=f"--model {bare} holds no tokenizer"):
+        run_study(StudyArguments(output_dir=str(tmp_path / "study"), model=str(bare)))
+    assert not (tmp_path / "study").exists()

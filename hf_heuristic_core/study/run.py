@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io_utils import atomic_write_text
-from ..tokenizer_loading import load_tokenizer
+from ..tokenizer_loading import check_tokenizer, load_tokenizer
 from ..search.defaults import DEFAULT_STRATEGY
 from ..training.recipes import get_recipe
 from ..config import PruningConfig
@@ -196,6 +196,7 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
     inputs = [("--model", args.model if args.model != "minilm" else None), ("--train", args.train),
               ("--id_eval", args.id_eval), ("--ood_eval", args.ood_eval), ("--config", args.config)]
+    check_tokenizer(_model_source(args), flag="--model")   # before the folder is claimed or anything is written
     with claim_output_dir(args.output_dir, "study", study_identity(asdict(args)), overwrite=args.overwrite_output_dir,
                           inputs=inputs, legacy_settings=_legacy_study) as claim:
         summary = _run_study(args)
