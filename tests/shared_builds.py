@@ -93,8 +93,21 @@ def module_once(name: str, construct: Callable[[], nn.Module]) -> nn.Module:
         torch.save(built[0], folder / "module.pt")
 
     folder = build_once(factory, name, build)
-    _MODULES[name] = built[0] if built else torch.load(folder / "module.pt", weights_only=False)
+    _MODULES[name] = built[0] if built else _registered(torch.load(folder / "module.pt", weights_only=False))
     return _MODULES[name]
+
+
+def _registered(module: nn.Module) -> nn.Module:
+    """A loaded model as its `__init__` would have left the process: transformers records hidden states and
+    attentions only for model classes its `__init__` has entered into a process-wide registry, so a model unpickled
+    in a process that never built its class returned neither (silently: a comparison of two such outputs checked
+    fewer fields)."""
+    from transformers import PreTrainedModel
+    from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY
+    for submodule in module.modules():
+        if isinstance(submodule, PreTrainedModel):
+            _CAN_RECORD_REGISTRY[submodule] = submodule._can_record_outputs
+    return module
 
 
 def switch_attention(model: nn.Module, attn_implementation: str) -> bool:
