@@ -196,9 +196,9 @@ def run_study(args: StudyArguments) -> dict[str, Any]:
     from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
     inputs = [("--model", args.model if args.model != "minilm" else None), ("--train", args.train),
               ("--id_eval", args.id_eval), ("--ood_eval", args.ood_eval), ("--config", args.config)]
-    check_tokenizer(_model_source(args), flag="--model")   # before the folder is claimed or anything is written
     with claim_output_dir(args.output_dir, "study", study_identity(asdict(args)), overwrite=args.overwrite_output_dir,
                           inputs=inputs, legacy_settings=_legacy_study) as claim:
+        check_tokenizer(_model_source(args), flag="--model")   # before anything is written: no claim is left
         summary = _run_study(args)
         claim.finish()
     return summary
