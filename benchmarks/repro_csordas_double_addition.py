@@ -259,6 +259,27 @@ def run_seed(seed: int, args: argparse.Namespace, train: torch.Tensor, valid: An
     return out
 
 
+SATURATION_TOLERANCE = 0.02
+
+
+def inversion_saturates_at_step(steps: list[int], values: list[float],
+                                tolerance: float = SATURATION_TOLERANCE) -> int | None:
+    """The first checkpoint step from which the curve has stopped rising: no later checkpoint is more than
+    `tolerance` above that step's value or any checkpoint in between (so a dip followed by a climb of more than
+    `tolerance` still counts as rising). None where it has not stopped: its last checkpoint rises more than
+    `tolerance` above the one before, or there is a single checkpoint (nothing shows a stop). Being within
+    `tolerance` of the last value is not the rule: every curve's last checkpoint is, a still-rising one included."""
+    for start in range(len(values) - 1):       # the last checkpoint alone cannot show that the curve stopped
+        lowest = values[start]
+        for value in values[start + 1:]:
+            if value > lowest + tolerance:
+                break
+            lowest = min(lowest, value)
+        else:
+            return steps[start]
+    return None
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean, std and min-max over seeds of every Table-1 cell, the per-layer IoU and the saturation step."""
     def stats(values: list[float]) -> dict[str, float]:
@@ -275,8 +296,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     inversion = "NOT M_pair1"
     curve_steps = [point["step"] for point in runs[0]["curve_pair1"]]
     mean_curve = [float(np.mean([run["curve_pair1"][i]["NOT_M"][1] for run in runs])) for i in range(len(curve_steps))]
-    final = mean_curve[-1]
-    saturated = next(step for step, value in zip(curve_steps, mean_curve) if value >= final - 0.02)
+    saturated = inversion_saturates_at_step(curve_steps, mean_curve)
     goal = {"NOT M_pair1 on pair 2 >= 0.90": table[inversion][1]["mean"] >= 0.90,
             "M_pair1 on pair 1 >= 0.95": table["M_pair1"][0]["mean"] >= 0.95,
             "M_pair1 on pair 2 <= 0.02": table["M_pair1"][1]["mean"] <= 0.02}
@@ -305,13 +325,17 @@ def print_summary(summary: dict[str, Any]) -> None:
                                          for c in cells) + f" | {paper_text} |")
     print("per-layer IoU: " + ", ".join(f"{k} {v['mean']:.3f}" for k, v in summary["iou_per_layer"].items()))
     print(f"inversion (NOT M_pair1 on pair 2) by mask step: {summary['inversion_curve_mean']}")
-    print(f"saturates (within 0.02 of the last value) at step {summary['inversion_saturates_at_step']}")
+    step = summary["inversion_saturates_at_step"]
+    print(f"saturates (no later rise above {SATURATION_TOLERANCE}) at step {step}" if step is not None else
+          f"not saturated (the last checkpoint rises more than {SATURATION_TOLERANCE}, or there is only one)")
     print(f"goal: {summary['goal']}")
 
 
 # Settings that decide what a run directory's checkpoints are (--mask_steps may grow: a resumed mask trains on).
+# eval_every decides the steps of a mask's saved curve and of its masks_*_step*.pt files: resumed with another, a
+# curve would mix spacings and summarize() would average seeds' points of different steps.
 RUN_DIR_SETTINGS = ("hidden", "base_steps", "alpha", "mask_lr", "mask_init", "mask_samples", "grad_clip", "batch",
-                    "train_size", "valid_size")
+                    "train_size", "valid_size", "eval_every")
 
 
 def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
@@ -322,7 +346,7 @@ def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
 def merge_outputs(paths: list[str]) -> dict[str, Any]:
     """One result from the --output files of several runs of one setting (e.g. one process per seed on a GPU)."""
     results = [json.loads(Path(path).read_text()) for path in paths]
-    keys = [k for k in RUN_DIR_SETTINGS + ("mask_steps", "eval_every", "reference_mask")]
+    keys = [k for k in RUN_DIR_SETTINGS + ("mask_steps", "reference_mask")]
     first = {k: results[0]["settings"].get(k) for k in keys}
     for path, result in zip(paths, results):
         mine = {k: result["settings"].get(k) for k in keys}

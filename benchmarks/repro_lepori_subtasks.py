@@ -260,19 +260,20 @@ def run_seed(seed: int, args: argparse.Namespace, vocab: AgreementVocabulary, fo
     for subtask in args.subtasks:
         out[subtask] = run_subtask(pm, subtask, seed, data, full, args, folder)
     if args.masks_dir and seed == args.first_seed and set(args.subtasks) == set(SUBTASKS):
-        write_masks_folder(pm, out, folder, Path(args.masks_dir))
+        write_masks_folder(pm, out, folder, Path(args.masks_dir), args.device)
     out["seconds"] = time.time() - start
     return out
 
 
-def write_masks_folder(pm: PrunableModel, out: dict[str, Any], folder: Path, target: Path) -> None:
+def write_masks_folder(pm: PrunableModel, out: dict[str, Any], folder: Path, target: Path, device: str) -> None:
     """The first seed's mask-seed-0 masks as artifacts plus the `subtasks.json` that `hf-heuristic-core analyze
-    TARGET` reads (accuracies measured here; a subtask's data is its Test-Target set)."""
+    TARGET` reads (accuracies measured here; a subtask's data is its Test-Target set). `device`: where `pm` lives
+    (the saved masks are loaded there)."""
     seed = out["seed"]
     for subtask in SUBTASKS:
         chosen = out[subtask]["chosen"]
         masks = torch.load(mask_file(folder, seed, subtask, chosen["init"], chosen["lr"], chosen["lambda"]),
-                           weights_only=False, map_location=args.device)
+                           weights_only=False, map_location=device)
         with pm.masks_applied(masks):
             pm.save_pretrained(target / subtask)
     accuracy: dict[str, dict[str, float]] = {"full": {"sr1": out["base"]["odd_sr1"]["accuracy"],
