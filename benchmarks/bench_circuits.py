@@ -3,7 +3,8 @@
 Per task and seed, on data generated offline:
 
 * **learned (cold)**: `PruningTrainer`, short recipe, target sparsity `--target`, `--steps` steps; its logits rank the
-  units for the faithfulness curve;
+  units for the faithfulness curve, as the importance score a mask artifact exports (softplus of the logit: the
+  logits' order, by the signed score and by |score| alike);
 * **attribution patching** and **integrated gradients** (`--ig_steps`) on `--attr_examples` training examples (a
   different slice per seed), through the mask hooks;
 * **learned (warm)**: the same pruning run, mask logits warm-started from the integrated-gradients scores;
@@ -11,7 +12,8 @@ Per task and seed, on data generated offline:
 
 Every ranking gets MIB's faithfulness curve (`--ablation`, the pruning run's too: mean with the pruning means by
 default, resample for IOI as the closest to MIB's counterfactual patching; logit difference; sizes 0.1% .. 100% of
-heads + MLP blocks) on a held-out evaluation set; CPR and CMD by MIB's trapezoid rule. Both pruning runs
+heads + MLP blocks) on a held-out evaluation set; CPR (signed ranking) and CMD (|score| ranking) as MIB's
+print_results reports them, by MIB's trapezoid rule. Both pruning runs
 record KL(full || subnetwork at the target sparsity) on the evaluation set every `--eval_every` steps (and at step
 0); "steps to the cold KL" is the first step at which the warm run's KL is at or below the cold run's final KL.
 
@@ -24,7 +26,9 @@ to `--output` after every stage, and a re-run skips stages already there.
     python benchmarks/bench_circuits.py --task ioi --ablation resample --steps 300 --eval_examples 64 \
         --attr_examples 64 --seeds 0,1,2 --device cuda --output benchmarks/results_circuits_ioi_h200.json
 
-(the results in docs/benchmarks/circuits.md; on a CPU leave out `--device cuda`, and run under `nice` on a shared
+`--curves_only --recompute_curves` redraws every curve from the stored scores (the runs themselves are not repeated;
+the curves' machine is recorded as `curves_machine`). (The results in docs/benchmarks/circuits.md; on a CPU leave out
+`--device cuda`, and run under `nice` on a shared
 machine: a 300-step NLI pruning run takes ~15-20 minutes on one loaded core, ~35 s on an H200)
 """
 
@@ -52,6 +56,7 @@ from hf_heuristic_core.circuits.faithfulness import faithfulness_curves  # noqa:
 from hf_heuristic_core.circuits.ioi import generate_ioi, tokenize_ioi  # noqa: E402
 from hf_heuristic_core.circuits.mib import mib_config, write_mib_circuit  # noqa: E402
 from hf_heuristic_core.circuits.ranking import random_scores  # noqa: E402
+from hf_heuristic_core.circuits.sources import importance_from_logits  # noqa: E402
 from hf_heuristic_core.training.losses import kl_to_teacher  # noqa: E402
 
 logger = logging.getLogger("bench_circuits")
@@ -234,6 +239,9 @@ def main() -> None:
     parser.add_argument("--curves_only", action="store_true",
                         help="run no attribution or pruning: curves and summary for the stages already in --output "
                              "(a run cut off before its last seed still gets its numbers)")
+    parser.add_argument("--recompute_curves", action="store_true",
+                        help="with --curves_only: draw every curve again (the earlier ones are kept under "
+                             "'curves_before_recompute')")
     options = parser.parse_args()
     defaults = {"nli": (300, 16, 200), "ioi": (150, 8, 64)}[options.task]
     options.steps = options.steps or defaults[0]
@@ -246,9 +254,13 @@ def main() -> None:
     options.extra_spreads = [float(v) for v in options.extra_spreads.split(",") if v.strip()]
     settings = {k: v for k, v in vars(options).items()
                 if k not in ("output", "cache_dir", "figure", "curves_only", "device")}
+    if options.recompute_curves and not options.curves_only:
+        raise SystemExit("--recompute_curves redraws the curves of stored runs: pass --curves_only with it.")
+    settings = {k: v for k, v in settings.items() if k != "recompute_curves"}
     results = Results(Path(options.output), settings)
     gpu = torch.cuda.get_device_name() if options.device.startswith("cuda") else None
-    results.data["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
+    machine_key = "curves_machine" if options.curves_only and "machine" in results.data else "machine"
+    results.data[machine_key] = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                                "transformers": transformers.__version__, "device": options.device, "gpu": gpu,
                                "note": f"one {gpu}" if gpu else "shared 2-core machine, loaded (nice 10)"}
 
@@ -297,12 +309,15 @@ def main() -> None:
                                        Path(options.cache_dir) / f"{options.task}-{arm}-{seed}", spread)
                 results.put(key, {**record, "scores": to_lists(logits)})
                 logger.info("%s: %.0f s, final KL %.4g", key, record["seconds"], record["final_kl"])
-            stored = results.get(key)["scores"]
+            stored = results.get(key)["scores"]      # the mask logits; ranked as an artifact exports them
             rankings[key] = {**{k: torch.full(tuple(s), float("nan")) for k, s in prunable.mask_shapes().items()},
-                             **from_lists(stored)}
+                             **{k: importance_from_logits(v) for k, v in from_lists(stored).items()}}
         rankings[f"random/seed{seed}"] = random_scores(prunable.mask_shapes(), seed)
 
     stored = results.get("curves") if results.has("curves") else {}
+    if options.recompute_curves and stored:
+        results.data.setdefault("curves_before_recompute", stored)
+        stored = {}
     missing = {name: scores for name, scores in rankings.items() if name not in stored}
     if missing:
         start = time.perf_counter()
@@ -331,8 +346,10 @@ def summarize(results: Results, seeds: list[int]) -> dict[str, Any]:
             continue
         cprs = [curves[f"{method}/seed{s}"]["cpr"] for s in have]
         cmds = [curves[f"{method}/seed{s}"]["cmd"] for s in have]
+        signed = [curves[f"{method}/seed{s}"].get("cmd_signed_ranking") for s in have]
         entry = {"seeds": have, "cpr": cprs, "cmd": cmds, "cpr_mean": sum(cprs) / len(cprs),
-                 "cmd_mean": sum(cmds) / len(cmds),
+                 "cmd_mean": sum(cmds) / len(cmds), "cmd_signed_ranking": signed,
+                 "cmd_signed_ranking_mean": sum(signed) / len(signed) if None not in signed else None,
                  "f_mean": [sum(curves[f"{method}/seed{s}"]["faithfulness"][i] for s in have) / len(have)
                             for i in range(len(curves[f"{method}/seed{have[0]}"]["sizes"]))]}
         if method != "random":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable
 
 
 def atomic_write_text(target: Path, text: str) -> None:
@@ -37,6 +38,28 @@ def ordinary_permissions(folder: Path) -> None:
     for path in [Path(folder), *Path(folder).rglob("*")]:
         if not path.is_symlink():
             os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def replace_folder(target: Path, files: Mapping[str, str]) -> None:
+    """Make `files` (name -> text) the whole content of folder `target`: built in a sibling temp folder, then swapped
+    in, so no file of an earlier content stays beside the new ones and a crash leaves the old folder whole."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text)
+        ordinary_permissions(staging)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+            os.replace(target, old / target.name)
+            os.replace(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _umask() -> int:

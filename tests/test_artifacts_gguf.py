@@ -109,9 +109,9 @@ def test_circuit_export_of_a_gguf_artifact_reads_its_base_model(gguf_artifact, t
     folder, name, artifact = gguf_artifact
     for extra in ([], ["--model", str(folder)]):
         out = tmp_path / f"mib{len(extra)}"
-        assert main(["circuit", "export", "--scores", str(artifact), "--edges", "none", "--sizes", "0.5",
-                     "--output_dir", str(out), *extra]) == 0, capsys.readouterr().err
-        cfg = read_mib_circuit(out / "importances.json").cfg
+        assert main(["circuit", "export", "--scores", str(artifact), "--edges", "none", "--write", "importances",
+                     "--name", "ioi_tiny", "--output_dir", str(out), *extra]) == 0, capsys.readouterr().err
+        cfg = read_mib_circuit(out / "importances" / "ioi_tiny" / "importances.json").cfg
         assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.parallel_attn_mlp) == (2, 4, 32, False)
 
 

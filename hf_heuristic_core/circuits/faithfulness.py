@@ -1,4 +1,4 @@
-"""Faithfulness over circuit size, and its two areas (CPR, CMD), as MIB's circuit-localization track defines them.
+"""Faithfulness over circuit size, and its two areas (CPR, CMD), as MIB's circuit-localization track reports them.
 
 From `MIB_circuit_track/evaluation.py` (`evaluate_area_under_curve`, repository `hannamw/MIB-circuit-track`):
 
@@ -8,8 +8,15 @@ at each circuit size `p` in `(.001, .002, .005, .01, .02, .05, .1, .2, .5, 1)` (
 the mean logit difference (`circuits.metrics`). The areas use the trapezoid rule over those ten points on a linear
 axis of fractions (MIB's default, `log_scale=False`):
 
-    CPR = sum_i (p_{i+1} - p_i) * (f_i + f_{i+1}) / 2                  (higher is better)
-    CMD = sum_i (p_{i+1} - p_i) * (|1 - f_i| + |1 - f_{i+1}|) / 2      (lower is better)
+    area under  = sum_i (p_{i+1} - p_i) * (f_i + f_{i+1}) / 2                  (CPR, higher is better)
+    area from 1 = sum_i (p_{i+1} - p_i) * (|1 - f_i| + |1 - f_{i+1}|) / 2      (CMD, lower is better)
+
+**Two rankings, two curves.** `run_evaluation.py` ranks by the signed score, or by |score| with `--absolute`, and
+saves both areas of that one curve; `print_results.py` (what the paper and the leaderboard report) takes **CPR from
+the signed run** (`abs-False`) and **CMD from the |score| run** (`abs-True`) whenever both exist. So each curve here
+is drawn for both rankings: `cpr` and `cmd` are MIB's; `cmd_signed_ranking` and `cpr_absolute_ranking` are the
+other areas of each curve, kept under names that say what they are. Sizes where both rankings pick the same units
+are evaluated once (always so for scores of one sign, e.g. exported mask scores).
 
 How this package evaluates a circuit: the circuit's heads and MLP blocks keep their activations and every other one
 is ablated with `PrunableModel.set_masks` (mean, zero or resample ablation, the package's own hooks). MIB replaces an
@@ -63,7 +70,10 @@ def area_under_curves(sizes: Sequence[float], faithfulness: Sequence[float],
 
 @dataclass
 class FaithfulnessCurve:
-    """One ranking's curve: per size the units kept, `m(C)` and `f`; the references; CPR, CMD and their mean f."""
+    """One ranking's curves: per size the units kept, `m(C)` and `f` of the signed ranking (and of the |score|
+    ranking, `*_absolute`); the references; MIB's CPR (signed ranking) and CMD (|score| ranking); the mean f of the
+    signed curve (`average`). A curve read from a file written before both rankings were drawn has no
+    `faithfulness_absolute`, and its `cmd` is that of the signed ranking (`mib_cmd` says which)."""
 
     name: str
     sizes: list[float]
@@ -81,9 +91,19 @@ class FaithfulnessCurve:
     n_units: int = 0
     examples: int = 0
     warnings: list[str] = field(default_factory=list)
+    # The |score| ranking's curve (MIB's CMD is its area from 1) and the areas MIB does not report.
+    metric_values_absolute: list[float] = field(default_factory=list)
+    faithfulness_absolute: list[float] = field(default_factory=list)
+    cmd_signed_ranking: float | None = None
+    cpr_absolute_ranking: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "mib_cmd": self.mib_cmd}
+
+    @property
+    def mib_cmd(self) -> bool:
+        """Whether `cmd` is MIB's (from the |score| ranking): false only for curves saved by earlier versions."""
+        return self.cmd_signed_ranking is not None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FaithfulnessCurve":
@@ -117,13 +137,19 @@ def _check_scores(prunable: Any, scores: Mapping[str, Any], name: str) -> dict[s
 @dataclass(frozen=True)
 class CurveSettings:
     """How `faithfulness_curves` draws its curves: the `ablation` mode (None: the model's), the circuit `sizes`, the
-    `metric`, whether scores count by their absolute value, and a progress bar."""
+    `metric` and a progress bar. (`absolute` is gone: both rankings are always drawn, see the module docstring.)"""
 
     ablation: str | None = None
     sizes: Sequence[float] = MIB_CURVE_SIZES
     metric: Metric = logit_difference
-    absolute: bool = False
+    absolute: bool | None = None
     show_progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.absolute is not None:
+            raise PruningError(f"CurveSettings(absolute={self.absolute!r}): faithfulness curves now draw both "
+                               "rankings, as MIB reports them: `cpr` from the signed ranking, `cmd` from the |score| "
+                               "ranking (`faithfulness_absolute` is that curve). Drop `absolute`.")
 
 
 def faithfulness_curves(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str, Any]],
@@ -151,8 +177,8 @@ def faithfulness_curves(prunable: Any, data: Any, rankings: Mapping[str, Mapping
                 m_empty = metric_mean(prunable, batches, metric)
             curves = {}
             for name, scores in checked.items():
-                curves[name] = _curve(prunable, batches, metric, name, scores, settings.sizes, settings.absolute,
-                                      m_full, m_empty, mode, examples, settings.show_progress)
+                curves[name] = _curve(prunable, batches, metric, name, scores, settings.sizes, m_full, m_empty,
+                                      mode, examples, settings.show_progress)
     finally:
         prunable.train(was_training)
     return curves
@@ -165,11 +191,10 @@ def faithfulness_curve(prunable: Any, data: Any, scores: Mapping[str, Any], name
 
 
 def _curve(prunable: Any, batches: list[MetricBatch], metric: Metric, name: str, scores: dict[str, torch.Tensor],
-           sizes: Sequence[float], absolute: bool, m_full: float, m_empty: float, ablation: str, examples: int,
+           sizes: Sequence[float], m_full: float, m_empty: float, ablation: str, examples: int,
            show_progress: bool) -> FaithfulnessCurve:
     n_scored = scored_count(scores)
     n_units = sum(int(t.numel()) for t in scores.values())
-    units, values, faithful = [], [], []
     gap = m_full - m_empty
     warnings = []
     scale = max(abs(m_full), abs(m_empty), 1e-12)
@@ -178,18 +203,29 @@ def _curve(prunable: Any, batches: list[MetricBatch], metric: Metric, name: str,
                         f"{gap:.3g} and means nothing. The task metric does not depend on these units under "
                         f"{ablation} ablation; check the data (labels / answer tokens) and the ablation.")
         logger.warning("Faithfulness of %r: %s", name, warnings[-1])
+    measured: dict[bytes, float] = {}   # the same circuit (both rankings, or two sizes) is evaluated once
+
+    def value_of(masks: dict[str, torch.Tensor]) -> float:
+        key = b"".join(masks[kind].to(torch.bool).numpy().tobytes() for kind in sorted(masks))
+        if key not in measured:
+            with prunable.masks_applied(masks):
+                measured[key] = metric_mean(prunable, batches, metric)
+        return measured[key]
+
+    units, values, faithful, values_abs, faithful_abs = [], [], [], [], []
     for fraction in sizes:
         count = circuit_size(fraction, n_scored)
-        masks = top_units(scores, count, absolute)
-        with prunable.masks_applied(masks):
-            value = metric_mean(prunable, batches, metric)
+        for absolute, into, f_into in ((False, values, faithful), (True, values_abs, faithful_abs)):
+            value = value_of(top_units(scores, count, absolute))
+            into.append(value)
+            f_into.append((value - m_empty) / gap if gap != 0 else float("nan"))
         units.append(count)
-        values.append(value)
-        faithful.append((value - m_empty) / gap if gap != 0 else float("nan"))
         if show_progress:
-            logger.info("%s: %s of %d units (%d kept): m = %.4g, f = %.4f", name, f"{fraction:.1%}", n_scored, count,
-                        value, faithful[-1])
-    cpr, cmd = area_under_curves(list(sizes), faithful)
+            logger.info("%s: %s of %d units (%d kept): m = %.4g, f = %.4f (|score| ranking: %.4f)", name,
+                        f"{fraction:.1%}", n_scored, count, values[-1], faithful[-1], faithful_abs[-1])
+    cpr, cmd_signed = area_under_curves(list(sizes), faithful)
+    cpr_absolute, cmd = area_under_curves(list(sizes), faithful_abs)
     return FaithfulnessCurve(name, [float(s) for s in sizes], units, values, faithful, m_full, m_empty, cpr, cmd,
                              sum(faithful) / len(faithful), ablation, getattr(metric, "__name__", str(metric)),
-                             n_scored, n_units, examples, warnings)
+                             n_scored, n_units, examples, warnings, values_abs, faithful_abs, cmd_signed,
+                             cpr_absolute)

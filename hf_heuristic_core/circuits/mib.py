@@ -171,7 +171,9 @@ def mib_document(cfg: MibConfig, scores: Mapping[str, Any] | None = None, masks:
     unit) become node `in_graph`. `input` and `logits` are always in the graph and `input` carries no score (see the
     module docstring). `edges="all"` writes every real edge with score 0 and `in_graph` true when both ends are in
     the circuit (what `Graph.prune` would leave of a node-level circuit); `"none"` writes `"edges": {}`, which
-    `Graph.from_json` accepts and node-level evaluation rebuilds from the nodes.
+    `Graph.from_json` accepts and MIB's node-level evaluation of an *importance file* rebuilds from the node scores.
+    A binary circuit without edges is not a node circuit to MIB: it reads a binary circuit's membership from its
+    edges, so every size would have f = 0 (`export_mib_circuits` refuses it).
     """
     if edges not in EDGE_MODES:
         raise ValueError(f"edges={edges!r} must be one of {EDGE_MODES}.")

@@ -9,8 +9,9 @@ Followed from `hannamw/MIB-circuit-track` (commit b759df34):
 * **Which units** (`Graph.apply_topn(n, absolute, level="node")` in `EAP-IG/src/eap/graph.py`): the `n` highest scores
   (of `|score|` with `absolute=True`; `run_evaluation.py` passes `absolute=False` unless `--absolute`); units without a
   score are always kept and never counted.
-* **Submission sizes** (the track's README, "Submitting to the MIB Leaderboard"): binary circuits with at most
-  `{0, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50}` percent of the items each.
+* **Submission sizes** (the track's README, "Submitting to the MIB Leaderboard"): nine binary circuits with at most
+  `0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50` percent of the edges each. (The README's list also shows a 0; the leaderboard
+  takes exactly nine files and maps them to 0.1% .. 50% by edge count, so a tenth, empty circuit displaces one.)
 
 Ties are broken by MIB's node order (a stable sort); MIB's own `torch.argsort` leaves their order unspecified.
 """
@@ -26,7 +27,7 @@ __all__ = ["MIB_CURVE_SIZES", "MIB_SUBMISSION_SIZES", "circuit_size", "random_sc
            "size_label", "top_units"]
 
 MIB_CURVE_SIZES: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-MIB_SUBMISSION_SIZES: tuple[float, ...] = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+MIB_SUBMISSION_SIZES: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
 
 def circuit_size(fraction: float, n_scored: int) -> int:

@@ -37,8 +37,7 @@ def curves_document(prunable: Any, data: Any, rankings: Mapping[str, Mapping[str
                     random_seeds: Sequence[int] = (0, 1, 2), batch_size: int = 16, collate_fn: Any = None,
                     description: Mapping[str, Any] | None = None, **keywords: Any) -> dict[str, Any]:
     """Curves of `rankings` (name -> scores by kind) and of random rankings, with each curve's group. The curve
-    `settings` (ablation, sizes, `absolute` = rank by |score| as MIB's --absolute) travel as one `CurveSettings`;
-    its fields are also accepted as keywords."""
+    `settings` (ablation, sizes, metric) travel as one `CurveSettings`; its fields are also accepted as keywords."""
     settings = settings_from_keywords("curves_document", CurveSettings, settings, keywords)
     groups = dict(groups or {name: name for name in rankings})
     everything = dict(rankings)
@@ -92,10 +91,12 @@ def circuit_section(runs_dir: str | os.PathLike, report_dir: str | os.PathLike) 
     for group, curves in _by_group(document).items():
         cprs = [c["cpr"] for c in curves]
         cmds = [c["cmd"] for c in curves]
+        # Curves saved before both rankings were drawn: their `cmd` is the signed ranking's, not MIB's.
+        mib_cmd = all(c.get("cmd_signed_ranking") is not None for c in curves)
         per_size = [sum(c["faithfulness"][i] for c in curves) / len(curves) for i in range(len(document["sizes"]))]
         rows.append({"group": group, "n": len(curves), "cpr_mean": sum(cprs) / len(cprs), "cpr_min": min(cprs),
                      "cpr_max": max(cprs), "cmd_mean": sum(cmds) / len(cmds), "cmd_min": min(cmds),
-                     "cmd_max": max(cmds), "faithfulness": per_size,
+                     "cmd_max": max(cmds), "mib_cmd": mib_cmd, "faithfulness": per_size,
                      "warnings": sorted({w for c in curves for w in c.get("warnings", [])})})
     report_dir = Path(report_dir)
     plot_faithfulness_curves(_by_group(document), path=report_dir / FIGURE_STEM,
@@ -118,8 +119,9 @@ def circuit_markdown(section: Mapping[str, Any] | None) -> list[str]:
              f"From `{section['source']}`: {section['examples']} examples, metric `{section['metric']}` (logit "
              f"difference), {section['ablation']} ablation of every head and MLP block outside the circuit; "
              f"m(full) = {section['m_full']:.4g}, m(empty) = {section['m_empty']:.4g}. "
-             "f = (m(C) - m(empty)) / (m(full) - m(empty)); CPR = area under f (higher is better), CMD = area under "
-             "|1 - f| (lower is better), by MIB's trapezoid rule over the sizes below on a linear axis. Circuit sizes "
+             "f = (m(C) - m(empty)) / (m(full) - m(empty)); CPR = area under f of the signed ranking (higher is "
+             "better), CMD = area under |1 - f| of the |score| ranking (lower is better), as MIB's print_results "
+             "reports them, by MIB's trapezoid rule over the sizes below on a linear axis. Circuit sizes "
              "count heads and MLP blocks (int(p * n) units, as MIB counts nodes); the token embeddings are never "
              "ablated (MIB's empty circuit ablates them too, so its m(empty) differs).", "",
              "| rankings | n | CPR mean (min-max) | CMD mean (min-max) |", "|---|---|---|---|"]
@@ -134,6 +136,10 @@ def circuit_markdown(section: Mapping[str, Any] | None) -> list[str]:
     for row in section["rows"]:
         lines.append(f"| {row['group']} | " + " | ".join(_fmt(v) for v in row["faithfulness"]) + " |")
     warnings = sorted({w for row in section["rows"] for w in row["warnings"]})
+    old = [row["group"] for row in section["rows"] if not row.get("mib_cmd", False)]
+    if old:
+        warnings.append(f"The CMD of {', '.join(old)} is that of the signed ranking, not MIB's (|score| ranking): "
+                        f"{section['source']} was written by an earlier version; run `circuit faithfulness` again.")
     if warnings:
         lines += ["", *[f"**Warning:** {w}" for w in warnings]]
     lines += ["", f"![faithfulness over circuit size]({section['figure']})"]

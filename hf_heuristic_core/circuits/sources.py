@@ -1,8 +1,14 @@
 """Where a ranking of units comes from: a MIB circuit file's node scores, or a mask artifact's learned logits.
 
 Both give scores by kind (`{"heads": [L, H], "mlps": [L]}`, higher = more important, NaN = unscored). A mask
-artifact ranks by its mask logits (`logits.<kind>`, saved with every unit artifact); a kind the run did not prune has
-no logits and is unscored (always kept, as MIB keeps unscored nodes).
+artifact ranks by its mask logits (`logits.<kind>`, saved with every unit artifact), as the importance score
+
+    score = softplus(logit) = -log(1 - sigmoid(logit))     (-log of the gate's drop probability at temperature 1)
+
+which is positive and strictly increasing in the logit: it ranks the units exactly as the logits do, by the signed
+score and by |score| alike. (The raw logits do not: their sign means "pruned", so MIB's |score| ranking, from which it
+reports CMD, put the most strongly pruned units first.) A kind the run did not prune has no logits and is unscored
+(always kept, as MIB keeps unscored nodes); a unit pinned on or off scores `PINNED_SCORE` or 0.
 """
 
 from __future__ import annotations
@@ -14,20 +20,29 @@ from typing import Any
 import torch
 
 from ..errors import MaskShapeError, PruningError
+from .export import submission_scores
 from .mib import MibFormatError, read_mib_circuit
 from ..artifacts import read_artifact
 
-__all__ = ["PINNED_SCORE", "load_unit_scores"]
+__all__ = ["PINNED_SCORE", "importance_from_logits", "load_unit_scores"]
 
 PINNED_SCORE = 1e9
+
+
+def importance_from_logits(logits: Any) -> torch.Tensor:
+    """The importance score of mask logits (see the module docstring): softplus in float64, NaN kept."""
+    return torch.nn.functional.softplus(torch.as_tensor(logits, dtype=torch.float64))
 
 
 def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...]] | None = None
                      ) -> dict[str, torch.Tensor]:
     """Scores by kind from a MIB circuit `.json` (its node scores) or a mask artifact folder (its logits).
 
-    `shapes` (e.g. `prunable.mask_shapes()`) is checked when given: a ranking made for another model is refused."""
+    `shapes` (e.g. `prunable.mask_shapes()`) is checked when given: a ranking made for another model is refused. A
+    folder written by `circuit export` / `circuit attribute` stands for its importance file."""
     path = Path(source)
+    if path.is_dir() and submission_scores(path) is not None:
+        path = submission_scores(path)
     if path.is_dir():
         scores = _artifact_scores(path)
     elif path.suffix == ".json":
@@ -35,7 +50,7 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
         if circuit.scores is None:
             raise MibFormatError(f"{path} is a binary MIB circuit (no node has a 'score'); a ranking needs scores: "
                                  "pass an importance file (importances.json) or a mask artifact folder.")
-        scores = {kind: value.float() for kind, value in circuit.scores.items()}
+        scores = {kind: value.clone() for kind, value in circuit.scores.items()}
     else:
         raise PruningError(f"{source}: not a mask artifact folder or a MIB circuit .json file; pass one of those "
                            "(e.g. runs/sp50-seed0, or circuits/importances.json).")
@@ -65,10 +80,10 @@ def _artifact_scores(path: Path) -> dict[str, Any]:
             scores[kind] = torch.full(tuple(artifact.masks[kind].shape), float("nan"))
         else:
             forced = artifact.tensors.get(f"forced.{kind}")
-            value = logits.float().clone()
+            value = importance_from_logits(logits)
             if forced is not None:   # pinned units rank by their pin (first / last; finite, so still scored)
                 value = torch.where(forced > 0, torch.full_like(value, PINNED_SCORE), value)
-                value = torch.where(forced < 0, torch.full_like(value, -PINNED_SCORE), value)
+                value = torch.where(forced < 0, torch.zeros_like(value), value)
             scores[kind] = value
     if all(bool(torch.isnan(v).all()) for v in scores.values()):
         raise PruningError(f"{path}: the artifact has no mask logits to rank by (only fixed masks); pass an artifact "

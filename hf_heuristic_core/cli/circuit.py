@@ -1,12 +1,13 @@
 """`hf-heuristic-core circuit`: MIB-format circuits, attribution scores and faithfulness curves.
 
-    hf-heuristic-core circuit export --scores runs/sp50-seed0 --output_dir mib/ioi_smollm2
+    hf-heuristic-core circuit export --scores runs/sp50-seed0 --name ioi_smollm2 --output_dir mib
     hf-heuristic-core circuit attribute --model M --dataset ioi --method integrated_gradients --output_dir OUT
-    hf-heuristic-core circuit faithfulness --model M --dataset nli --scores OUT/importances.json,runs/sp50-seed0 \
-        --output_dir curves
+    hf-heuristic-core circuit faithfulness --model M --dataset nli --scores OUT,runs/sp50-seed0 --output_dir curves
     hf-heuristic-core circuit faithfulness --model M --dataset nli --runs_dir runs   # every run; analyze shows it
 
-Each action claims its output folder before it loads anything (`run_folder`: inputs are never outputs, one writer
+export and attribute write MIB's two submission kinds into separate leaderboard folders,
+`OUTPUT_DIR/importances/<name>/importances.json` and `OUTPUT_DIR/circuits/<name>/circuit_<percent>.json`
+(`circuits.export`). Each action claims its output folder before it loads anything (`run_folder`: inputs are never outputs, one writer
 at a time, another run's folder refused). `--help` is drawn from the dataclass below without importing torch.
 """
 
@@ -26,8 +27,8 @@ from .checks import check_model_source
 from ..tokenizer_loading import load_tokenizer
 
 ACTIONS = {
-    "export": "write a ranking (--scores) as MIB's importance file plus binary circuits at MIB's sizes",
-    "attribute": "score every head and MLP block by attribution patching or integrated gradients (MIB JSON)",
+    "export": "write a ranking (--scores) as MIB submissions: an importance file and nine binary circuits",
+    "attribute": "score every head and MLP block by attribution patching or integrated gradients (MIB folders)",
     "faithfulness": "MIB's faithfulness curve, CPR and CMD of rankings (--scores, or every run of --runs_dir)",
 }
 DESCRIPTION = ("Circuits in MIB's circuit-localization format: export, attribution baseline, faithfulness curves.\n"
@@ -37,12 +38,11 @@ TASKS = ("auto", "causal_lm", "sequence_classification")
 GENERATED = ("ioi", "nli")
 # What decides each action's output (compared when a folder is written again); paths are compared absolute.
 IDENTITY = {
-    "export": ("scores", "model", "gguf_file", "sizes", "edges", "absolute"),
+    "export": ("scores", "model", "gguf_file", "sizes", "edges", "absolute", "name", "write"),
     "attribute": ("model", "gguf_file", "task", "dataset", "dataset_config", "split", "text_columns", "num_examples",
-                  "max_length", "seed", "ablation", "method", "ig_steps", "edges", "absolute"),
+                  "max_length", "seed", "ablation", "method", "ig_steps", "edges", "absolute", "name", "write"),
     "faithfulness": ("model", "gguf_file", "task", "dataset", "dataset_config", "split", "text_columns",
-                     "num_examples", "max_length", "seed", "ablation", "scores", "runs_dir", "random_seeds",
-                     "absolute"),
+                     "num_examples", "max_length", "seed", "ablation", "scores", "runs_dir", "random_seeds"),
 }
 PATH_FLAGS = ("scores", "model", "dataset", "runs_dir")
 
@@ -54,8 +54,8 @@ class CircuitArguments:
     action: str | None = field(default=None, metadata={"help": "export, attribute or faithfulness."})
     output_dir: str | None = field(default=None, metadata={"help": "Where the files go."})
     scores: str | None = field(default=None, metadata={
-        "help": "Rankings, comma-separated: mask artifact folders (ranked by their logits) or MIB importance .json "
-                "files. export takes one."})
+        "help": "Rankings, comma-separated: mask artifact folders (ranked by softplus of their logits), MIB "
+                "importance .json files, or folders written by export / attribute. export takes one."})
     model: str | None = field(default=None, metadata={
         "help": "Hub id or folder of the model (attribute, faithfulness). export reads its config only, and refuses "
                 "scores of another shape (layers x heads); without it, export takes the shape from --scores."})
@@ -81,11 +81,21 @@ class CircuitArguments:
         "help": "attribute: patching (one backward pass per batch) or integrated_gradients."})
     ig_steps: int = field(default=5, metadata={"help": "attribute: integrated-gradients steps (MIB's default 5)."})
     sizes: str = field(default="submission", metadata={
-        "help": "export: circuit sizes, 'submission' (0, 0.1, ..., 50%%: MIB's leaderboard files), 'curve' (0.1 .. "
-                "100%%: MIB's evaluation points) or fractions '0.01,0.1'."})
+        "help": "export: binary circuit sizes, 'submission' (0.1, 0.2, ..., 50%%: MIB's nine leaderboard files), "
+                "'curve' (0.1 .. 100%%: MIB's evaluation points; not a leaderboard folder) or fractions '0.01,0.1'."})
+    name: str | None = field(default=None, metadata={
+        "help": "export, attribute: the leaderboard folder name <task>_<model> (e.g. ioi_gpt2); default: from "
+                "--dataset (attribute) and the model's folder name."})
+    write: str = field(default="both", metadata={
+        "help": "export, attribute: both (OUTPUT_DIR/importances/NAME and OUTPUT_DIR/circuits/NAME), importances "
+                "or circuits."})
     edges: str = field(default="all", metadata={
-        "help": "all: write every edge of MIB's graph (in_graph from the nodes), none: 'edges': {} (smaller)."})
-    absolute: bool = field(default=False, metadata={"help": "Rank by |score| (MIB's --absolute)."})
+        "help": "all: write every edge of MIB's graph (in_graph from the nodes); none: 'edges': {} in the "
+                "importance file (smaller; MIB rebuilds them). Binary circuits always need edges: none is refused "
+                "unless --write importances."})
+    absolute: bool = field(default=False, metadata={
+        "help": "export, attribute: pick the binary circuits by |score| (MIB's --absolute). faithfulness always "
+                "draws both rankings (CPR signed, CMD |score|, as MIB reports them)."})
     runs_dir: str | None = field(default=None, metadata={
         "help": "faithfulness: rank by every run of a prune_many folder and write RUNS_DIR/circuits/curves.json, "
                 "which analyze reports."})
@@ -117,6 +127,15 @@ def parse_circuit_args(argv: Sequence[str]) -> CircuitArguments:
         raise UsageError(f"--ablation {args.ablation!r} is not one of mean, zero, resample.")
     if args.edges not in ("all", "none"):
         raise UsageError(f"--edges {args.edges!r} is not one of all, none.")
+    if args.write not in ("both", "importances", "circuits"):
+        raise UsageError(f"--write {args.write!r} is not one of both, importances, circuits.")
+    if args.edges == "none" and args.write != "importances" and args.action in ("export", "attribute"):
+        raise UsageError("--edges none writes binary circuits without edges, which MIB scores as empty (it reads a "
+                         "binary circuit's membership from its edges: f = 0 at every size). Use --edges all, or "
+                         "--write importances for an importance file without its edge list.")
+    if args.absolute and args.action == "faithfulness":
+        raise UsageError("circuit faithfulness draws both rankings and reports MIB's CPR (signed ranking) and CMD "
+                         "(|score| ranking); --absolute no longer applies. Drop it.")
     if args.task not in TASKS:
         raise UsageError(f"--task {args.task!r} is not one of {', '.join(TASKS)} (circuits score a causal LM's next "
                          "token or a classifier's label).")
@@ -162,18 +181,23 @@ def circuit_inputs(args: CircuitArguments) -> list[tuple[str, Any]]:
 def _only_own_files(folder: Path, args: CircuitArguments) -> bool:
     """A folder written before run records, holding only files this action writes (so that all of them are
     replaced, none left from another ranking beside the new ones)."""
-    from ..circuits.export import IMPORTANCES_NAME, circuit_file_name  # lazy: `--help` does not load it
-    from ..circuits.ranking import MIB_SUBMISSION_SIZES  # lazy: `--help` does not load it
+    # lazy: `--help` does not load it
+    from ..circuits.export import CIRCUITS_FOLDER, EXPORT_RECORD, IMPORTANCES_FOLDER, IMPORTANCES_NAME
     from ..circuits.report import CURVES_NAME, FIGURE_STEM  # lazy: `--help` does not load it
     from ..run_folder import RECORD_NAME  # lazy: `--help` does not load it
     if args.action == "faithfulness":
-        own = {CURVES_NAME, f"{FIGURE_STEM}.png", f"{FIGURE_STEM}.pdf"}
-    else:
-        sizes = _sizes(args.sizes) if args.action == "export" else MIB_SUBMISSION_SIZES
-        own = {IMPORTANCES_NAME, *(circuit_file_name(size) for size in sizes)}
-        own |= {"attribution.json"} if args.action == "attribute" else set()
+        own, folders = {CURVES_NAME, f"{FIGURE_STEM}.png", f"{FIGURE_STEM}.pdf"}, set()
+    else:   # this layout, and the one-folder layout of earlier versions
+        own = {EXPORT_RECORD, IMPORTANCES_NAME} | ({"attribution.json"} if args.action == "attribute" else set())
+        folders = {IMPORTANCES_FOLDER, CIRCUITS_FOLDER}
     entries = [entry for entry in folder.iterdir() if not entry.name.startswith(".")]
-    return all(entry.is_file() and entry.name in own | {RECORD_NAME} for entry in entries)
+    return all((entry.is_file() and (entry.name in own | {RECORD_NAME} or _old_circuit_file(entry.name)))
+               or (entry.is_dir() and entry.name in folders) for entry in entries)
+
+
+def _old_circuit_file(name: str) -> bool:
+    """`circuit_<percent>.json`, as earlier versions wrote binary circuits beside the importance file."""
+    return name.startswith("circuit_") and name.endswith(".json")
 
 
 def _sources(text: str | None) -> list[str]:
@@ -330,15 +354,73 @@ def run_export(args: CircuitArguments) -> dict[str, Any]:
     if "," in args.scores:
         raise UsageError("circuit export writes one ranking; pass one --scores source.")
     sizes = _sizes(args.sizes)
+    name = _submission_name(args)
     with _claim(args, args.output_dir) as claim:
         cfg = _export_config(args)
         scores = load_scores(args, args.scores, {"heads": (cfg.n_layers, cfg.n_heads), "mlps": (cfg.n_layers,)})
-        written = export_mib_circuits(args.output_dir, cfg, scores, sizes, args.absolute, args.edges)
+        written = _export(args, cfg, scores, name, sizes)
         claim.finish()
-    lines = [f"MIB importance file: {written['importances']} ({written['n_scored']} scored units)"]
-    lines += [f"  circuit {fraction:.1%}: {entry['units']} units -> {Path(entry['path']).name}"
-              for fraction, entry in written["circuits"].items()]
-    return {**written, "lines": lines}
+    return {**written, "lines": export_lines(written, args.name is None)}
+
+
+def _export(args: CircuitArguments, cfg: Any, scores: Any, name: str, sizes: Sequence[float]) -> dict[str, Any]:
+    from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
+    return export_mib_circuits(args.output_dir, cfg, scores, name, sizes, args.absolute, args.edges,
+                               importances=args.write != "circuits", circuits=args.write != "importances")
+
+
+def export_lines(written: dict[str, Any], name_derived: bool) -> list[str]:
+    """What an export wrote, for the terminal: each folder, and per binary circuit its units and edge share."""
+    from ..circuits.ranking import size_label  # lazy: `--help` does not load it
+    lines = []
+    if "importances" in written:
+        lines.append(f"MIB importance file: {written['importances']} ({written['n_scored']} scored units)")
+    if "circuits" in written:
+        valid = written["leaderboard_sizes"] and written["all_fit"]
+        lines.append(f"MIB binary circuits: {written['circuits_folder']} ({len(written['circuits'])} files; "
+                     + ("a leaderboard folder)" if valid else "NOT a leaderboard folder: "
+                        + ("not MIB's nine sizes" if not written["leaderboard_sizes"] else
+                           "a circuit holds more edges than its size allows") + ")"))
+        for file_name, entry in written["circuits"].items():
+            note = "" if entry["fits"] else "  (over its size: the graph is too small)"
+            if entry["units"] < entry["units_by_rank"]:
+                note += f"  ({entry['units_by_rank']} by rank; fewer to stay within the edge bound)"
+            lines.append(f"  circuit {size_label(entry['fraction'])}: {entry['units']} units, {entry['edges']} of "
+                         f"{entry['edges_total']} edges ({entry['edge_share']:.3%}) -> {file_name}{note}")
+    if name_derived:
+        lines.append(f"Folder name {written['name']!r} was derived; MIB's leaderboard reads <task>_<model> from it "
+                     "(e.g. ioi_gpt2): pass --name to choose it.")
+    return lines
+
+
+def _submission_name(args: CircuitArguments) -> str:
+    """`--name`, checked; else the name of the export an importance file comes from; else `<task>_<model>` from
+    --dataset (attribute; 'circuit' for export) and the model's or the scores' folder name."""
+    import re
+
+    # lazy: `--help` does not load it
+    from ..circuits.export import check_submission_name, submission_scores
+    from ..circuits.mib import MibFormatError  # lazy: `--help` does not load it
+    if args.name is not None:
+        try:
+            return check_submission_name(args.name)
+        except MibFormatError as err:
+            raise UsageError(f"--name: {err}") from None
+    source = Path(args.scores) if args.action == "export" and args.scores else None
+    if source is not None and source.is_dir() and submission_scores(source) is not None:
+        source = submission_scores(source)
+    if source is not None and source.is_file():
+        try:
+            return check_submission_name(source.parent.name)   # importances/<name>/importances.json
+        except MibFormatError:
+            pass
+
+    def part(text: str) -> str:
+        cleaned = re.sub(r"[^A-Za-z0-9.\-]+", "-", text).strip("-.").lower()
+        return cleaned or "model"
+    task = args.dataset if args.dataset in GENERATED else (Path(args.dataset).stem if args.dataset else "circuit")
+    model = args.model or args.scores or "model"
+    return f"{part(task)}_{part(Path(str(model).rstrip('/')).name)}"
 
 
 def _export_config(args: CircuitArguments) -> Any:
@@ -347,7 +429,10 @@ def _export_config(args: CircuitArguments) -> Any:
     artifact's base model config is read for that when it can be."""
     # lazy: `--help` does not load it
     from ..circuits.mib import MibConfig, parallel_attn_mlp, read_mib_circuit
+    from ..circuits.export import submission_scores  # lazy: `--help` does not load it
     source = Path(args.scores)
+    if source.is_dir() and submission_scores(source) is not None:
+        source = submission_scores(source)
     model, gguf_file, model_type = args.model, args.gguf_file, None
     if source.suffix == ".json" and source.is_file():
         cfg = read_mib_circuit(source).cfg
@@ -402,10 +487,10 @@ def _check_shape_fits(args: CircuitArguments, cfg: Any, hf_config: Any, model_ty
 
 def run_attribute(args: CircuitArguments) -> dict[str, Any]:
     from ..circuits.attribution import attribution_scores  # lazy: `--help` does not load it
-    from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
     from ..circuits.mib import mib_config  # lazy: `--help` does not load it
     from ..circuits.ranking import MIB_SUBMISSION_SIZES  # lazy: `--help` does not load it
     _require(args, "model", "dataset", "output_dir")
+    name = _submission_name(args)
     with _claim(args, args.output_dir) as claim:
         config = _model_config(args.model, args.gguf_file)
         causal = resolve_circuit_task(args, config)
@@ -413,8 +498,7 @@ def run_attribute(args: CircuitArguments) -> dict[str, Any]:
         data, collator = _data(args, prunable, tokenizer, causal)
         result = attribution_scores(prunable, data, method=args.method, steps=args.ig_steps, ablation=args.ablation,
                                     batch_size=args.batch_size, collate_fn=collator)
-        written = export_mib_circuits(args.output_dir, mib_config(prunable), result.scores, MIB_SUBMISSION_SIZES,
-                                      args.absolute, args.edges)
+        written = _export(args, mib_config(prunable), result.scores, name, MIB_SUBMISSION_SIZES)
         info = {**result.describe(), "model": args.model, "gguf_file": args.gguf_file,
                 "task": "causal_lm" if causal else "sequence_classification", "dataset": args.dataset,
                 "num_examples": args.num_examples}
@@ -422,7 +506,7 @@ def run_attribute(args: CircuitArguments) -> dict[str, Any]:
         claim.finish()
     lines = [f"{args.method} scores of {written['n_scored']} units ({result.examples} examples, "
              f"{result.forward_backward_passes} forward+backward passes, {result.seconds:.1f} s)",
-             f"MIB importance file: {written['importances']} (+ {len(written['circuits'])} binary circuits)"]
+             *export_lines(written, args.name is None)]
     return {**written, **info, "lines": lines}
 
 
@@ -447,7 +531,7 @@ def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
         prunable, tokenizer = _load_model(args, config, causal)
         data, collator = _data(args, prunable, tokenizer, causal)
         document = curves_document(prunable, data, rankings, groups, ablation=args.ablation, random_seeds=seeds,
-                                   batch_size=args.batch_size, collate_fn=collator, absolute=args.absolute,
+                                   batch_size=args.batch_size, collate_fn=collator,
                                    description={"model": args.model, "gguf_file": args.gguf_file,
                                                 "task": "causal_lm" if causal else "sequence_classification",
                                                 "dataset": args.dataset, "num_examples": args.num_examples,
@@ -457,8 +541,10 @@ def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
     lines = [f"faithfulness curves: {out / CURVES_NAME} (figure {figure})",
              f"m(full) = {document['m_full']:.4g}, m(empty) = {document['m_empty']:.4g} ({args.ablation} ablation, "
              f"{document['examples']} examples)"]
+    lines.append("  CPR: area under f, signed ranking; CMD: area under |1 - f|, |score| ranking (as MIB reports them)")
     for name, curve in document["curves"].items():
-        lines.append(f"  {name:<32} CPR {curve['cpr']:.3f}  CMD {curve['cmd']:.3f}")
+        lines.append(f"  {name:<32} CPR {curve['cpr']:.3f}  CMD {curve['cmd']:.3f}  (CMD of the signed ranking "
+                     f"{curve['cmd_signed_ranking']:.3f})")
     return {**document, "lines": lines}
 
 

@@ -44,30 +44,35 @@ def _artifact(tmp_path):
 
 def test_export_from_a_mask_artifact(tmp_path, capsys):
     artifact, scores = _artifact(tmp_path)
-    out = tmp_path / "mib" / "ioi_tiny"
-    assert main(["circuit", "export", "--scores", str(artifact), "--output_dir", str(out), "--edges", "none"]) == 0
+    out = tmp_path / "mib"
+    assert main(["circuit", "export", "--scores", str(artifact), "--output_dir", str(out), "--name", "ioi_tiny"]) == 0
     printed = capsys.readouterr().out
-    assert "10 scored units" in printed and "circuit 50.0%: 5 units" in printed
-    importances = read_mib_circuit(out / "importances.json")
+    assert "10 scored units" in printed and "circuit 50%: 5 units" in printed and "a leaderboard folder" in printed
+    importances = read_mib_circuit(out / "importances" / "ioi_tiny" / "importances.json")
     assert (importances.cfg.n_layers, importances.cfg.n_heads) == (2, 4)
-    # The logits keep the ranking of the scores they were set from.
+    # The logits keep the ranking of the scores they were set from, and the exported scores keep the logits'.
     assert torch.equal(torch.argsort(importances.scores["heads"].flatten()),
                        torch.argsort(scores["heads"].flatten()))
-    names = sorted(p.name for p in out.glob("circuit_*.json"))
-    assert names == sorted(["circuit_0.json", "circuit_0.1.json", "circuit_0.2.json", "circuit_0.5.json",
-                            "circuit_1.json", "circuit_2.json", "circuit_5.json", "circuit_10.json",
-                            "circuit_20.json", "circuit_50.json"])
-    ten = read_mib_circuit(out / "circuit_10.json")       # int(0.1 * 10) = 1 unit: the best head, a0.h1
+    circuits = out / "circuits" / "ioi_tiny"
+    assert sorted(p.name for p in circuits.iterdir()) == sorted([
+        "circuit_0.1.json", "circuit_0.2.json", "circuit_0.5.json", "circuit_1.json", "circuit_2.json",
+        "circuit_5.json", "circuit_10.json", "circuit_20.json", "circuit_50.json"])
+    ten = read_mib_circuit(circuits / "circuit_10.json")       # int(0.1 * 10) = 1 unit: the best head, a0.h1
     assert ten.scores is None and int(ten.in_graph["heads"].sum() + ten.in_graph["mlps"].sum()) == 1
-    assert bool(ten.in_graph["heads"][0, 1])
-    half = read_mib_circuit(out / "circuit_50.json")      # 5 units: 0.9, 0.8, 0.7 (m0), 0.6 (m1), 0.5
+    assert bool(ten.in_graph["heads"][0, 1]) and ten.edge_count == 110
+    half = read_mib_circuit(circuits / "circuit_50.json")      # 5 units: 0.9, 0.8, 0.7 (m0), 0.6 (m1), 0.5
     assert half.in_graph["mlps"].tolist() == [True, True]
     assert half.in_graph["heads"].tolist() == [[False, True, False, False], [True, False, True, False]]
-    assert json.loads((out / "circuit_0.json").read_text())["edges"] == {}
-    # The evaluation sizes instead, with every edge written.
-    assert main(["circuit", "export", "--scores", str(out / "importances.json"), "--output_dir",
-                 str(tmp_path / "curve"), "--sizes", "curve"]) == 0
-    assert read_mib_circuit(tmp_path / "curve" / "circuit_100.json").edge_count == 110
+    # This tiny graph's 0.1% circuit cannot hold under 0.1% of 110 edges: said, not hidden.
+    assert "NOT a leaderboard folder" in printed and "over its size" in printed
+    # The evaluation sizes from the export folder itself; the name derived when not given, and said so.
+    assert main(["circuit", "export", "--scores", str(out), "--output_dir", str(tmp_path / "curve"), "--sizes",
+                 "curve", "--write", "circuits"]) == 0
+    assert "--name" in capsys.readouterr().out
+    written = list((tmp_path / "curve" / "circuits").iterdir())
+    assert [p.name for p in written] == ["ioi_tiny"]         # the name of the export it comes from
+    assert read_mib_circuit(written[0] / "circuit_100.json").edge_count == 110
+    assert not (tmp_path / "curve" / "importances").exists()
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -76,6 +81,11 @@ def test_export_from_a_mask_artifact(tmp_path, capsys):
     (["circuit", "--scores", "a"], "give the action first"),
     (["circuit", "faithfulness", "--model", "m", "--dataset", "ioi", "--output_dir", "o"], "needs --scores"),
     (["circuit", "export", "--scores", "s", "--output_dir", "o", "--ablation", "half"], "--ablation 'half'"),
+    (["circuit", "export", "--scores", "s", "--output_dir", "o", "--edges", "none"], "MIB scores as empty"),
+    (["circuit", "export", "--scores", "s", "--output_dir", "o", "--write", "all"], "--write 'all'"),
+    (["circuit", "export", "--scores", "s", "--output_dir", "o", "--name", "ioi"], "<task>_<model>"),
+    (["circuit", "faithfulness", "--model", "m", "--dataset", "ioi", "--scores", "s", "--output_dir", "o",
+      "--absolute", "true"], "no longer applies"),
 ])
 def test_errors_name_the_flag(argv, message):
     from hf_heuristic_core.cli.circuit import circuit_command
@@ -94,20 +104,23 @@ def test_export_refuses_bad_sizes(tmp_path):
 def test_attribute_then_faithfulness_on_minilm(minilm_dir, tmp_path, capsys):
     scores_dir = tmp_path / "attr"
     common = ["--model", str(minilm_dir), "--dataset", "nli", "--num_examples", "16", "--batch_size", "8",
-              "--ablation", "zero", "--edges", "none",
+              "--ablation", "zero",
               "--task", "sequence_classification"]   # its config names no head (BertModel): auto refuses it
-    assert main(["circuit", "attribute", *common, "--method", "patching", "--output_dir", str(scores_dir)]) == 0
+    assert main(["circuit", "attribute", *common, "--method", "patching", "--output_dir", str(scores_dir),
+                 "--edges", "none", "--write", "importances", "--name", "nli_minilm"]) == 0
     info = json.loads((scores_dir / "attribution.json").read_text())
     assert info["method"] == "patching" and info["examples"] == 16 and info["forward_backward_passes"] == 2
-    importances = read_mib_circuit(scores_dir / "importances.json")
+    importances = read_mib_circuit(scores_dir / "importances" / "nli_minilm" / "importances.json")
     assert (importances.cfg.n_layers, importances.cfg.n_heads, importances.cfg.d_model) == (6, 12, 384)
     assert bool(torch.isfinite(importances.scores["heads"]).all())
     curves = tmp_path / "curves"
-    assert main(["circuit", "faithfulness", *common, "--scores", str(scores_dir / "importances.json"),
+    assert main(["circuit", "faithfulness", *common, "--scores", str(scores_dir),
                  "--random_seeds", "0", "--output_dir", str(curves)]) == 0
     document = json.loads((curves / "curves.json").read_text())
-    assert set(document["curves"]) == {"importances", "random-seed0"}
-    assert document["curves"]["importances"]["units"] == [0, 0, 0, 0, 1, 3, 7, 15, 39, 78]
-    assert document["curves"]["importances"]["faithfulness"][-1] == pytest.approx(1.0)
+    assert set(document["curves"]) == {"attr", "random-seed0"}
+    assert document["curves"]["attr"]["units"] == [0, 0, 0, 0, 1, 3, 7, 15, 39, 78]
+    assert document["curves"]["attr"]["faithfulness"][-1] == pytest.approx(1.0)
+    assert document["curves"]["attr"]["faithfulness_absolute"][-1] == pytest.approx(1.0)
+    assert document["curves"]["attr"]["mib_cmd"] is True
     assert (curves / "faithfulness_curves.png").is_file()
     assert "CPR" in capsys.readouterr().out

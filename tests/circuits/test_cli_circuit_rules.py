@@ -19,6 +19,7 @@ from hf_heuristic_core.run_folder import read_record
 from tiny_gguf import write_lm_prompts, write_tiny_gguf
 from tiny_models import tiny_model
 
+IMPORTANCE_FILE = Path("importances", "ioi_tiny", "importances.json")
 SCORES = {"heads": torch.tensor([[0.1, 0.9, 0.2, 0.3], [0.8, 0.4, 0.5, 0.05]]), "mlps": torch.tensor([0.7, 0.6])}
 
 
@@ -28,9 +29,9 @@ def files(tmp_path_factory):
     3-layer model's, and a tiny GPT-2 mask artifact (2 x 4) with its model folder."""
     root = tmp_path_factory.mktemp("circuit-rules")
     folder, name = write_tiny_gguf(root / "gguf")
-    export_mib_circuits(root / "fits", MibConfig(2, 4, 32), SCORES, sizes=[])
+    export_mib_circuits(root / "fits", MibConfig(2, 4, 32), SCORES, "ioi_tiny", circuits=False)
     three = {"heads": torch.rand(3, 4, generator=torch.Generator().manual_seed(0)), "mlps": torch.rand(3)}
-    export_mib_circuits(root / "three_layers", MibConfig(3, 4, 32), three, sizes=[])
+    export_mib_circuits(root / "three_layers", MibConfig(3, 4, 32), three, "ioi_tiny", circuits=False)
     gpt2 = tiny_model("gpt2", task="causal_lm")
     gpt2.save_pretrained(root / "gpt2")
     prunable = PrunableModel(gpt2, PruningConfig(ablation="zero"))
@@ -39,7 +40,7 @@ def files(tmp_path_factory):
         prunable.mask_logits.mlps.copy_(SCORES["mlps"])
     prunable.save_pretrained(root / "artifact")
     return {"gguf": folder, "gguf_file": name, "prompts": write_lm_prompts(root / "prompts.jsonl"),
-            "fits": root / "fits" / "importances.json", "three": root / "three_layers" / "importances.json",
+            "fits": root / "fits" / IMPORTANCE_FILE, "three": root / "three_layers" / IMPORTANCE_FILE,
             "gpt2": root / "gpt2", "artifact": root / "artifact"}
 
 
@@ -51,13 +52,14 @@ def _run(argv, capsys) -> tuple[int, str]:
 
 def test_export_over_its_own_importance_file_is_refused_and_the_file_kept(files, tmp_path, capsys):
     run = tmp_path / "x"
-    assert main(["circuit", "export", "--scores", str(files["artifact"]), "--output_dir", str(run)]) == 0
-    kept = (run / "importances.json").read_bytes()
+    assert main(["circuit", "export", "--scores", str(files["artifact"]), "--output_dir", str(run), "--name",
+                 "ioi_tiny"]) == 0
+    kept = (run / IMPORTANCE_FILE).read_bytes()
     for extra in ([], ["--overwrite_output_dir", "true"]):
-        code, text = _run(["circuit", "export", "--scores", run / "importances.json", "--sizes", "0.5", "--edges",
-                           "none", "--output_dir", run, *extra], capsys)
-        assert code == 2 and f"holds this command's input --scores {run / 'importances.json'}" in text
-    assert (run / "importances.json").read_bytes() == kept
+        code, text = _run(["circuit", "export", "--scores", run / IMPORTANCE_FILE, "--sizes", "0.5", "--name",
+                           "ioi_tiny", "--output_dir", run, *extra], capsys)
+        assert code == 2 and f"holds this command's input --scores {run / IMPORTANCE_FILE}" in text
+    assert (run / IMPORTANCE_FILE).read_bytes() == kept
     code, text = _run(["circuit", "export", "--scores", files["artifact"], "--output_dir", files["artifact"]],
                       capsys)
     assert code == 2 and "is this command's input --scores" in text
@@ -70,17 +72,18 @@ def test_export_into_a_slim_models_folder_needs_overwrite_and_deletes_nothing(fi
     slim.mkdir()
     (slim / "config.json").write_text("{}")
     (slim / "notes.txt").write_text("mine")
-    argv = ["circuit", "export", "--scores", files["fits"], "--edges", "none", "--sizes", "0.5", "--output_dir", slim]
+    argv = ["circuit", "export", "--scores", files["fits"], "--sizes", "0.5", "--output_dir", slim]
     code, text = _run(argv, capsys)
     assert code == 2 and "no run of 'circuit export' recorded its files (config.json, notes.txt)" in text
     assert sorted(p.name for p in slim.iterdir()) == ["config.json", "notes.txt"]
     assert _run([*argv, "--overwrite_output_dir", "true"], capsys)[0] == 0
-    assert (slim / "notes.txt").read_text() == "mine" and (slim / "circuit_50.json").is_file()
+    assert (slim / "notes.txt").read_text() == "mine" and (slim / "circuits" / "ioi_tiny" /
+                                                            "circuit_50.json").is_file()
 
 
 def test_the_same_export_repeats_another_is_refused_naming_the_difference(files, tmp_path, capsys):
     out = tmp_path / "mib"
-    argv = ["circuit", "export", "--scores", files["fits"], "--edges", "none", "--sizes", "0.5", "--output_dir", out]
+    argv = ["circuit", "export", "--scores", files["fits"], "--sizes", "0.5", "--output_dir", out]
     assert _run(argv, capsys)[0] == 0 and _run(argv, capsys)[0] == 0
     assert read_record(out)["kind"] == "circuit export" and read_record(out)["finished"] is True
     code, text = _run([*argv[:-4], "--sizes", "0.1", "--output_dir", out], capsys)
@@ -88,9 +91,11 @@ def test_the_same_export_repeats_another_is_refused_naming_the_difference(files,
     code, text = _run(["circuit", "faithfulness", "--model", files["gpt2"], "--dataset", files["prompts"],
                        "--scores", files["fits"], "--output_dir", out], capsys)
     assert code == 2 and "another command ('circuit export', not 'circuit faithfulness')" in text
-    # A folder written before run records, of exactly the files this export writes, is its own: replaced whole.
+    # A folder written before run records, of the files this export writes (or an earlier version's one-folder
+    # layout), is its own.
     legacy = tmp_path / "legacy"
-    export_mib_circuits(legacy, MibConfig(2, 4, 32), SCORES, sizes=[0.5], edges="none")
+    export_mib_circuits(legacy, MibConfig(2, 4, 32), SCORES, "ioi_tiny", sizes=[0.5])
+    (legacy / "circuit_50.json").write_text("{}")
     assert _run([*argv[:-1], legacy], capsys)[0] == 0
 
 
@@ -105,7 +110,7 @@ def test_export_refuses_a_model_of_another_shape_naming_both(files, tmp_path, ca
     assert not out.exists()   # refused after the claim: no folder, no record left behind
     assert _run(["circuit", "export", "--scores", files["fits"], "--model", files["gpt2"], "--output_dir", out],
                 capsys)[0] == 0
-    assert read_mib_circuit(out / "importances.json").cfg.n_layers == 2
+    assert read_mib_circuit(out / IMPORTANCE_FILE).cfg.n_layers == 2
     # A GPT-2 artifact with a Llama of the same shape as --model: another model all the same.
     code, text = _run(["circuit", "export", "--scores", files["artifact"], "--model", files["gguf"], "--gguf_file",
                        files["gguf_file"], "--output_dir", tmp_path / "llama"], capsys)
@@ -166,14 +171,16 @@ def test_attribute_and_faithfulness_run_on_a_gguf_causal_lm(files, tmp_path, cap
     common = ["--model", files["gguf"], "--gguf_file", files["gguf_file"], "--dataset", files["prompts"],
               "--num_examples", "8", "--batch_size", "8", "--ablation", "zero"]
     attr = tmp_path / "attr"
-    code, text = _run(["circuit", "attribute", *common, "--method", "patching", "--edges", "none", "--output_dir",
-                       attr], capsys)
+    code, text = _run(["circuit", "attribute", *common, "--method", "patching", "--output_dir", attr], capsys)
     assert code == 0, text
     info = json.loads((attr / "attribution.json").read_text())
     assert info["task"] == "causal_lm" and info["gguf_file"] == files["gguf_file"] and info["examples"] == 8
-    assert read_mib_circuit(attr / "importances.json").cfg.n_layers == 2
+    name = f"{files['prompts'].stem}_gguf"                  # derived: the --dataset's and the --model's names
+    assert read_mib_circuit(attr / "importances" / name / "importances.json").cfg.n_layers == 2
+    assert len(list((attr / "circuits" / name).iterdir())) == 9
     curves = tmp_path / "curves"
-    code, text = _run(["circuit", "faithfulness", *common, "--scores", attr / "importances.json", "--random_seeds",
+    code, text = _run(["circuit", "faithfulness", *common, "--scores", attr / "importances" / name /
+                       "importances.json", "--random_seeds",
                        "0", "--output_dir", curves], capsys)
     assert code == 0, text
     document = json.loads((curves / "curves.json").read_text())
@@ -190,10 +197,10 @@ def test_faithfulness_on_the_readmes_smollm2(smollm2_dir, tmp_path, capsys):
     command three parses of 15-60 s each, and what is GGUF-specific (a config naming no class read as the causal LM
     it is, the tokenizer and weights read with --gguf_file) is the tiny-GGUF test above."""
     scores = {"heads": torch.rand(30, 9, generator=torch.Generator().manual_seed(0)), "mlps": torch.rand(30)}
-    export_mib_circuits(tmp_path / "rank", MibConfig(30, 9, 576), scores, sizes=[])
+    export_mib_circuits(tmp_path / "rank", MibConfig(30, 9, 576), scores, "ioi_smollm2", circuits=False)
     code, text = _run(["circuit", "faithfulness", "--model", smollm2_dir, "--dataset", "ioi",
                        "--num_examples", "4", "--batch_size", "4", "--ablation", "zero", "--random_seeds", "",
-                       "--scores", tmp_path / "rank" / "importances.json", "--output_dir", tmp_path / "curves"],
+                       "--scores", tmp_path / "rank", "--output_dir", tmp_path / "curves"],
                       capsys)
     assert code == 0, text
     document = json.loads((tmp_path / "curves" / "curves.json").read_text())

@@ -87,7 +87,8 @@ def test_curve_matches_the_zeroed_weights_reference_at_every_size():
     assert curve.faithfulness == pytest.approx(expected)
     assert curve.faithfulness[-1] == pytest.approx(1.0, abs=1e-9)       # the whole model is the full model
     assert curve.faithfulness[0] == pytest.approx(0.0, abs=1e-9)        # 0 units: the empty circuit
-    assert (curve.cpr, curve.cmd) == pytest.approx(area_under_curves(MIB_CURVE_SIZES, curve.faithfulness))
+    assert (curve.cpr, curve.cmd_signed_ranking) == pytest.approx(area_under_curves(MIB_CURVE_SIZES,
+                                                                                    curve.faithfulness))
     assert curve.n_scored == 10 and curve.examples == 6 and curve.ablation == "zero"
 
 
@@ -148,3 +149,66 @@ def test_classifier_metric_and_errors():
     prunable = PrunableModel(tiny_model("gpt2", task="causal_lm"), PruningConfig(ablation="zero")).eval()
     with pytest.raises(Exception, match=r"shape \(3,\), this model needs \[2, 4\]"):
         faithfulness_curve(prunable, [_ioi_like_batch()], {"heads": torch.rand(3), "mlps": torch.rand(2)})
+
+
+def _mib_run(metric_of, scores, n_units, absolute):
+    """MIB's `evaluate_area_under_curve` restated (one ranking, `absolute` as run_evaluation.py's --absolute): the
+    top int(p * n) units by score or |score|, f, and both areas of that one curve."""
+    flat = torch.cat([torch.cat([scores["heads"], scores["mlps"].unsqueeze(1)], dim=1).flatten()])
+    key = flat.abs() if absolute else flat
+    m_full = metric_of(torch.ones(n_units))
+    m_empty = metric_of(torch.zeros(n_units))
+    f = []
+    for pct in (.001, .002, .005, .01, .02, .05, .1, .2, .5, 1):
+        keep = torch.zeros(n_units)
+        keep[torch.argsort(key, descending=True)[:int(pct * n_units)]] = 1
+        f.append((metric_of(keep) - m_empty) / (m_full - m_empty))
+    xs = (.001, .002, .005, .01, .02, .05, .1, .2, .5, 1)
+    under = sum((xs[i + 1] - xs[i]) * (f[i] + f[i + 1]) / 2 for i in range(9))
+    from_1 = sum((xs[i + 1] - xs[i]) * (abs(1 - f[i]) + abs(1 - f[i + 1])) / 2 for i in range(9))
+    return {"area_under": under, "area_from_1": from_1, "faithfulnesses": f}
+
+
+def test_cpr_and_cmd_are_mibs_signed_and_absolute_rankings():
+    """MIB's print_results.py reports CPR from the `abs-False` run and CMD from the `abs-True` run. One curve's area
+    from 1 (what this package reported as CMD before) differs wherever the signs disagree with the magnitudes."""
+    model = tiny_model("gpt2", task="causal_lm")
+    prunable = PrunableModel(copy.deepcopy(model), PruningConfig(ablation="zero")).eval()
+    batch = _ioi_like_batch()
+    fields = {k: batch[k] for k in ("answer_id", "foil_id", "attention_mask")}
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
+    # Distinct magnitudes (no ties), large negative scores: the two rankings disagree at every size.
+    scores = {"heads": torch.tensor([[0.3, -2.0, 0.9, 0.1], [0.5, 0.05, -1.7, 0.4]]), "mlps": torch.tensor([1.2, -0.8])}
+
+    def metric_of(keep):
+        grid = keep.view(2, 5)
+        masks = {"heads": grid[:, :4], "mlps": grid[:, 4]}
+        with torch.no_grad():
+            return float(logit_difference(_zeroed_reference(model, masks)(**inputs).logits, fields).mean())
+
+    signed = _mib_run(metric_of, scores, 10, absolute=False)
+    absolute = _mib_run(metric_of, scores, 10, absolute=True)
+    curve = faithfulness_curve(prunable, [batch], scores, name="mixed signs")
+    assert curve.faithfulness == pytest.approx(signed["faithfulnesses"], abs=1e-5)
+    assert curve.faithfulness_absolute == pytest.approx(absolute["faithfulnesses"], abs=1e-5)
+    assert curve.cpr == pytest.approx(signed["area_under"], abs=1e-6)          # print_results: abs-False
+    assert curve.cmd == pytest.approx(absolute["area_from_1"], abs=1e-6)       # print_results: abs-True
+    assert curve.cmd_signed_ranking == pytest.approx(signed["area_from_1"], abs=1e-6)
+    assert curve.cpr_absolute_ranking == pytest.approx(absolute["area_under"], abs=1e-6)
+    assert abs(curve.cmd - curve.cmd_signed_ranking) > 1e-3                    # the old single-curve CMD differs
+    assert curve.mib_cmd and curve.to_dict()["mib_cmd"] is True
+    # Scores of one sign rank alike both ways: one curve, evaluated once.
+    positive = {kind: value.abs() for kind, value in scores.items()}
+    same = faithfulness_curve(prunable, [batch], positive)
+    assert same.faithfulness == same.faithfulness_absolute and same.cmd == same.cmd_signed_ranking
+
+
+def test_absolute_is_refused_with_the_reason():
+    from hf_heuristic_core.circuits.faithfulness import CurveSettings
+    from hf_heuristic_core.errors import PruningError
+    with pytest.raises(PruningError, match="draw both rankings"):
+        CurveSettings(absolute=True)
+    prunable = PrunableModel(tiny_model("gpt2", task="causal_lm"), PruningConfig(ablation="zero")).eval()
+    with pytest.raises(PruningError, match="Drop `absolute`"):
+        faithfulness_curves(prunable, [_ioi_like_batch()], {"a": {"heads": torch.rand(2, 4), "mlps": torch.rand(2)}},
+                            absolute=False)

@@ -18,7 +18,7 @@ from hf_heuristic_core.circuits.ranking import (
 
 def test_sizes_are_mibs():
     assert MIB_CURVE_SIZES == (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-    assert MIB_SUBMISSION_SIZES == (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+    assert MIB_SUBMISSION_SIZES == (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
     assert [size_label(s) for s in MIB_CURVE_SIZES[:3]] == ["0.1%", "0.2%", "0.5%"]
 
 

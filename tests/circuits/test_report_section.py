@@ -94,3 +94,12 @@ def test_analyze_reads_an_existing_curves_file_without_a_model(runs_dir, caplog)
     assert [row["group"] for row in report["circuits"]["rows"]] == ["sp50-seed0", "random ranking"]
     assert (runs_dir / "again" / "faithfulness_curves.png").is_file()
     assert "## Circuits" in (runs_dir / "again" / "report.md").read_text()
+    # A curves file of an earlier version (one curve per ranking, its CMD the signed ranking's) is flagged as such.
+    for curve in document["curves"].values():
+        for key in ("cmd_signed_ranking", "cpr_absolute_ranking", "faithfulness_absolute", "metric_values_absolute",
+                    "mib_cmd"):
+            curve.pop(key)
+    write_curves(runs_dir / "circuits", document)
+    report = analyze(runs_dir, output_dir=runs_dir / "old", ablation=False, attention=False)
+    assert [row["mib_cmd"] for row in report["circuits"]["rows"]] == [False, False]
+    assert "is that of the signed ranking, not MIB's" in (runs_dir / "old" / "report.md").read_text()

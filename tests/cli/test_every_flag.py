@@ -105,6 +105,7 @@ VALUES = {
     "warmup_steps": ("7", 7), "label_names": ("x", ["x"]),
     "mask_target_modules": ("wte", "wte"), "action": ("attribute", "attribute"),
     "method": ("patching", "patching"), "sizes": ("curve", "curve"), "edges": ("none", "none"),
+    "write": ("importances", "importances"), "name": ("ioi_gpt2", "ioi_gpt2"),
     "random_seeds": ("4,5", "4,5"), "teacher_logits_dtype": ("bfloat16", "bfloat16"), "config": (None, None),
     "tf32": ("true", True), "optim_target_modules": ("x", None), "eval_strategy": ("steps", "steps"),
 }
@@ -121,7 +122,9 @@ COMPANIONS = {"bf16": ["--use_cpu", "true"], "dataloader_prefetch_factor": ["--d
               "bf16_full_eval": ["--use_cpu", "true"], "load_best_model_at_end": ["--eval_strategy", "steps"],
               # A relaxation's constants are refused for another relaxation (they would change nothing).
               **dict.fromkeys(("cs_init", "cs_beta", "cs_beta_max"), ["--relaxation", "continuous_sparsification"]),
-              **dict.fromkeys(("gumbel_init_prob", "gumbel_tau"), ["--relaxation", "gumbel_sigmoid"])}
+              **dict.fromkeys(("gumbel_init_prob", "gumbel_tau"), ["--relaxation", "gumbel_sigmoid"]),
+              # Binary circuits need their edges: an importance file alone may go without.
+              "edges": ["--write", "importances"]}
 # TrainingArguments flags the stock Trainer reads only inside TrainingArguments itself (derived settings).
 READ_BY_TRAINING_ARGUMENTS = {"logging_steps", "save_steps", "eval_steps", "use_cpu", "log_level", "log_level_replica",
                               "log_on_each_node", "ddp_backend", "ddp_timeout", "tf32", "gradient_checkpointing",
