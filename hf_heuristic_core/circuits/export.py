@@ -28,8 +28,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from ..granularity.edge.settings import EDGE_KIND
 from ..io_utils import atomic_write_text, replace_folder
-from .mib import MibConfig, MibFormatError, flatten_units, mib_document
+from .mib import MibConfig, MibFormatError, flatten_units, mib_document, mib_edge_document
 from .ranking import (
     MIB_SUBMISSION_SIZES,
     circuit_size,
@@ -111,14 +114,38 @@ def _fitted_circuit(cfg: MibConfig, scores: Mapping[str, Any], fraction: float, 
     return entry
 
 
+def _edge_circuit(cfg: MibConfig, graph: Any, scores: torch.Tensor, fraction: float,
+                  absolute: bool) -> dict[str, Any]:
+    """The highest-scoring edges within `p` of MIB's edge count: a prefix of the ranking (so the sizes nest). Under
+    grouped-query attention a key / value edge of this model stands for one MIB edge per query head of its group
+    and counts as many."""
+    weights = torch.ones(graph.num_edges, dtype=torch.long)
+    group = graph.num_heads // graph.num_kv_heads
+    for layer, spec in enumerate(graph.layers):
+        weights[spec.key:spec.mlp] = group
+    total = int(weights.sum())
+    budget = int(fraction * total)
+    value = scores.abs() if absolute else scores.clone()
+    ranked = torch.argsort(-value, stable=True)
+    within = torch.cumsum(weights[ranked], 0) <= budget
+    keep = torch.zeros(graph.num_edges)
+    keep[ranked[within]] = 1.0
+    kept = int(weights[keep.bool()].sum())
+    return {"fraction": float(fraction), "edges": kept, "edges_total": total, "edge_share": kept / total,
+            "fits": True, "in_graph": {name: bool(v) for name, v in graph.mib_edge_scores(keep).items()}}
+
+
 def export_mib_circuits(output_dir: str | os.PathLike, cfg: MibConfig, scores: Mapping[str, Any], name: str,
                         sizes: Sequence[float] = MIB_SUBMISSION_SIZES, absolute: bool = False, edges: str = "all",
-                        importances: bool = True, circuits: bool = True) -> dict[str, Any]:
+                        importances: bool = True, circuits: bool = True, graph: Any = None) -> dict[str, Any]:
     """Write the importance folder and/or the binary-circuit folder of submission `name` (see the module docstring)
     and `export.json`; returns that record plus the paths. `absolute` picks the binary circuits by |score|;
     `edges="none"` (an importance file without its edge list, which MIB's node-level evaluation rebuilds) is
-    refused for binary circuits."""
+    refused for binary circuits. Edge scores (`{"edges": [E]}`, an edge granularity's order) need their `graph`
+    (`EdgeGraph`) and are written at MIB's edge level: every file lists every edge with its score / membership."""
     check_submission_name(name)
+    if set(scores) == {EDGE_KIND}:
+        return _export_edges(output_dir, cfg, graph, scores[EDGE_KIND], name, sizes, absolute, importances, circuits)
     if not (importances or circuits):
         raise ValueError("nothing to export: pass importances=True and/or circuits=True.")
     if circuits and edges != "all":
@@ -147,6 +174,36 @@ def export_mib_circuits(output_dir: str | os.PathLike, cfg: MibConfig, scores: M
         record["circuits"] = entries
         record["leaderboard_sizes"] = sorted(float(s) for s in sizes) == sorted(MIB_SUBMISSION_SIZES)
         record["all_fit"] = all(entry["fits"] for entry in entries.values())
+    atomic_write_text(out / EXPORT_RECORD, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _export_edges(output_dir: str | os.PathLike, cfg: MibConfig, graph: Any, scores: Any, name: str,
+                  sizes: Sequence[float], absolute: bool, importances: bool, circuits: bool) -> dict[str, Any]:
+    if graph is None:
+        raise ValueError("edge scores need their graph (graph=prunable.granularity.graph) to be written in MIB's "
+                         "edge names.")
+    scores = torch.as_tensor(scores, dtype=torch.float64)
+    if scores.shape != (graph.num_edges,) or not bool(torch.isfinite(scores).all()):
+        raise MibFormatError(f"edge scores must be {graph.num_edges} finite values (got shape {tuple(scores.shape)}).")
+    out = Path(output_dir)
+    record: dict[str, Any] = {"name": name, "level": "edge", "n_scored": graph.num_edges, "absolute": bool(absolute),
+                              "edges": "all", "cfg": cfg.to_dict(), "grouped_query": graph.is_grouped()}
+    if importances:
+        folder = out / IMPORTANCES_FOLDER / name
+        document = mib_edge_document(cfg, scores=graph.mib_edge_scores(scores))
+        replace_folder(folder, {IMPORTANCES_NAME: json.dumps(document)})
+        record["importances"] = str(folder / IMPORTANCES_NAME)
+    if circuits:
+        folder = out / CIRCUITS_FOLDER / name
+        files, entries = {}, {}
+        for fraction in sizes:
+            entry = _edge_circuit(cfg, graph, scores, float(fraction), absolute)
+            files[circuit_file_name(fraction)] = json.dumps(mib_edge_document(cfg, in_graph=entry.pop("in_graph")))
+            entries[circuit_file_name(fraction)] = entry
+        replace_folder(folder, files)
+        record.update(circuits_folder=str(folder), circuits=entries, all_fit=True,
+                      leaderboard_sizes=sorted(float(s) for s in sizes) == sorted(MIB_SUBMISSION_SIZES))
     atomic_write_text(out / EXPORT_RECORD, json.dumps(record, indent=2) + "\n")
     return record
 

@@ -35,10 +35,11 @@ from typing import Any
 import torch
 
 from ..errors import PruningError
+from ..granularity.edge.settings import EDGE_KIND
 from ..io_utils import atomic_write_text
 
 __all__ = ["EDGE_MODES", "MibCircuit", "MibConfig", "MibFormatError", "edge_names", "mib_config",
-           "mib_document", "node_names", "read_mib_circuit", "write_mib_circuit"]
+           "mib_document", "mib_edge_document", "node_names", "read_mib_circuit", "write_mib_circuit"]
 
 EDGE_MODES = ("all", "none")
 # Model types whose attention and MLP read the same residual stream (no edge from a layer's heads to its MLP).
@@ -80,8 +81,12 @@ class MibConfig:
 
 
 def mib_config(prunable: Any) -> MibConfig:
-    """The MIB `cfg` of a wrapped single-stack model with unit masks (heads and MLP blocks)."""
+    """The MIB `cfg` of a wrapped single-stack model with unit masks (heads and MLP blocks) or edge masks."""
     kinds = getattr(prunable, "kinds", {})
+    graph = getattr(getattr(prunable, "granularity", None), "graph", None)
+    if set(kinds) == {EDGE_KIND} and graph is not None:
+        architecture = prunable.architecture
+        return MibConfig(graph.num_layers, graph.num_heads, int(architecture.hidden_size or 0), graph.parallel)
     if set(kinds) != {"heads", "mlps"}:
         raise MibFormatError(f"MIB's circuit graph has one stack of attention heads and MLP blocks; this model's mask "
                              f"kinds are {sorted(kinds)} (granularity {prunable.pruning_config.granularity!r}). Export "
@@ -198,6 +203,28 @@ def mib_document(cfg: MibConfig, scores: Mapping[str, Any] | None = None, masks:
     return {"cfg": cfg.to_dict(), "nodes": nodes, "edges": edge_dict}
 
 
+def mib_edge_document(cfg: MibConfig, scores: Mapping[str, float] | None = None,
+                      in_graph: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """The MIB JSON document of an edge-level circuit: every edge of MIB's graph with its `score` (0 without
+    `scores`) and `in_graph` (true without `in_graph`); a node is in the graph when an edge in the graph touches it
+    (`input` and `logits` always). Nodes carry no score (MIB's edge-level evaluation ranks edges)."""
+    names = [name for name, _, _ in iter_edges(cfg)]
+    for given, what in ((scores, "scores"), (in_graph, "in_graph")):
+        if given is not None and set(given) != set(names):
+            unknown, missing = sorted(set(given) - set(names)), sorted(set(names) - set(given))
+            raise MibFormatError(f"edge {what} do not match MIB's graph of this cfg: unknown {unknown[:3]}, missing "
+                                 f"{missing[:3]}.")
+    touched = {"input", "logits"}
+    edges = {}
+    for name, parent, child in iter_edges(cfg):
+        member = True if in_graph is None else bool(in_graph[name])
+        edges[name] = {"score": 0.0 if scores is None else float(scores[name]), "in_graph": member}
+        if member:
+            touched |= {parent, child}
+    nodes = {name: {"in_graph": name in touched} for name in node_names(cfg)}
+    return {"cfg": cfg.to_dict(), "nodes": nodes, "edges": edges}
+
+
 def write_mib_circuit(path: str | os.PathLike, cfg: MibConfig, scores: Mapping[str, Any] | None = None,
                       masks: Mapping[str, Any] | None = None, edges: str = "all") -> Path:
     """Write `mib_document(...)` to `path` atomically (temp file, then rename)."""
@@ -220,6 +247,9 @@ class MibCircuit:
     edge_count: int = 0
     path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The edges as written: name -> score (None: no edge has a non-zero score) and name -> in_graph.
+    edge_scores: dict[str, float] | None = None
+    edge_in_graph: dict[str, bool] = field(default_factory=dict)
 
     def masks(self) -> dict[str, torch.Tensor]:
         """The circuit as this package's masks (`set_masks(**circuit.masks())`; 1 keeps a unit)."""
@@ -273,5 +303,16 @@ def read_mib_circuit(path: str | os.PathLike) -> MibCircuit:
     # MIB's own attribution scores the input node too; this package never ablates the embeddings, so the score is
     # kept aside (and a MIB evaluation of such a file counts one more scored node than the units here).
     extra = {"input_score": float(input_entry["score"])} if input_entry.get("score") is not None else {}
+    edge_scores, edge_in_graph = _edges_of(document["edges"], path)
     return MibCircuit(cfg, scores, in_graph, bool(input_entry.get("in_graph", True)), len(document["edges"]),
-                      str(path), extra)
+                      str(path), extra, edge_scores, edge_in_graph)
+
+
+def _edges_of(edges: Mapping[str, Any], path: Path) -> tuple[dict[str, float] | None, dict[str, bool]]:
+    scores, members = {}, {}
+    for name, entry in edges.items():
+        if not isinstance(entry, dict) or "in_graph" not in entry:
+            raise MibFormatError(f"{path}: edge {name!r} has no 'in_graph' (got {entry!r}).")
+        members[name] = bool(entry["in_graph"])
+        scores[name] = float(entry.get("score") or 0.0)
+    return (scores if any(value != 0.0 for value in scores.values()) else None), members

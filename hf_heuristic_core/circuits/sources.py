@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..errors import MaskShapeError, PruningError
+from ..granularity.edge.settings import EDGE_KIND
 from .export import submission_scores
 from .mib import MibFormatError, read_mib_circuit
 from ..artifacts import read_artifact
@@ -34,12 +35,14 @@ def importance_from_logits(logits: Any) -> torch.Tensor:
     return torch.nn.functional.softplus(torch.as_tensor(logits, dtype=torch.float64))
 
 
-def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...]] | None = None
-                     ) -> dict[str, torch.Tensor]:
-    """Scores by kind from a MIB circuit `.json` (its node scores) or a mask artifact folder (its logits).
+def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...]] | None = None,
+                     graph: Any = None) -> dict[str, torch.Tensor]:
+    """Scores by kind from a MIB circuit `.json` (its node scores, or its edge scores) or a mask artifact folder
+    (its logits: unit or edge masks).
 
     `shapes` (e.g. `prunable.mask_shapes()`) is checked when given: a ranking made for another model is refused. A
-    folder written by `circuit export` / `circuit attribute` stands for its importance file."""
+    folder written by `circuit export` / `circuit attribute` stands for its importance file. An edge-level MIB file
+    needs the edge `graph` of the model (`prunable.granularity.graph`) to map MIB's edge names to mask entries."""
     path = Path(source)
     if path.is_dir() and submission_scores(path) is not None:
         path = submission_scores(path)
@@ -47,10 +50,19 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
         scores = _artifact_scores(path)
     elif path.suffix == ".json":
         circuit = read_mib_circuit(path)
-        if circuit.scores is None:
+        if circuit.scores is None and circuit.edge_scores is not None:
+            if graph is None:
+                raise MibFormatError(f"{path} scores edges (an edge-level importance file); rank it on a model "
+                                     "wrapped with PruningConfig(granularity='edge').")
+            try:
+                scores = {EDGE_KIND: graph.from_mib_edges(circuit.edge_scores, str(path))}
+            except ValueError as err:
+                raise MibFormatError(str(err)) from None
+        elif circuit.scores is None:
             raise MibFormatError(f"{path} is a binary MIB circuit (no node has a 'score'); a ranking needs scores: "
                                  "pass an importance file (importances.json) or a mask artifact folder.")
-        scores = {kind: value.clone() for kind, value in circuit.scores.items()}
+        else:
+            scores = {kind: value.clone() for kind, value in circuit.scores.items()}
     else:
         raise PruningError(f"{source}: not a mask artifact folder or a MIB circuit .json file; pass one of those "
                            "(e.g. runs/sp50-seed0, or circuits/importances.json).")
@@ -70,9 +82,9 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
 
 def _artifact_scores(path: Path) -> dict[str, Any]:
     artifact = read_artifact(path)
-    if artifact.config.granularity != "unit":
+    if artifact.config.granularity not in ("unit", "edge"):
         raise PruningError(f"{path}: a {artifact.config.granularity!r} mask artifact; circuit rankings are over heads "
-                           "and MLP blocks (granularity 'unit').")
+                           "and MLP blocks (granularity 'unit') or edges (granularity 'edge').")
     scores = {}
     for kind in artifact.masks:
         logits = artifact.tensors.get(f"logits.{kind}")

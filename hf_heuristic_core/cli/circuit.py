@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..granularity.edge.settings import EDGE_KIND
 from .help import render_help, wants_help
 from ..config import CONFIG_NAME, PruningConfig
 from ..io_utils import atomic_write_text
@@ -38,11 +39,13 @@ TASKS = ("auto", "causal_lm", "sequence_classification")
 GENERATED = ("ioi", "nli")
 # What decides each action's output (compared when a folder is written again); paths are compared absolute.
 IDENTITY = {
-    "export": ("scores", "model", "gguf_file", "sizes", "edges", "absolute", "name", "write"),
+    "export": ("scores", "model", "gguf_file", "sizes", "edges", "absolute", "name", "write", "level"),
     "attribute": ("model", "gguf_file", "task", "dataset", "dataset_config", "split", "text_columns", "num_examples",
-                  "max_length", "seed", "ablation", "method", "ig_steps", "edges", "absolute", "name", "write"),
+                  "max_length", "seed", "ablation", "method", "ig_steps", "edges", "absolute", "name", "write",
+                  "level"),
     "faithfulness": ("model", "gguf_file", "task", "dataset", "dataset_config", "split", "text_columns",
-                     "num_examples", "max_length", "seed", "ablation", "scores", "runs_dir", "random_seeds"),
+                     "num_examples", "max_length", "seed", "ablation", "scores", "runs_dir", "random_seeds",
+                     "level"),
 }
 PATH_FLAGS = ("scores", "model", "dataset", "runs_dir")
 
@@ -96,6 +99,10 @@ class CircuitArguments:
     absolute: bool = field(default=False, metadata={
         "help": "export, attribute: pick the binary circuits by |score| (MIB's --absolute). faithfulness always "
                 "draws both rankings (CPR signed, CMD |score|, as MIB reports them)."})
+    level: str = field(default="auto", metadata={
+        "help": "node (heads and MLP blocks) or edge (edges of the residual graph, pre-LN decoders: Edge Pruning's "
+                "masks, MIB's edge level). auto: attribute scores nodes; export and faithfulness take the level of "
+                "--scores (an edge mask artifact or an edge-level MIB file is edge)."})
     runs_dir: str | None = field(default=None, metadata={
         "help": "faithfulness: rank by every run of a prune_many folder and write RUNS_DIR/circuits/curves.json, "
                 "which analyze reports."})
@@ -127,6 +134,8 @@ def parse_circuit_args(argv: Sequence[str]) -> CircuitArguments:
         raise UsageError(f"--ablation {args.ablation!r} is not one of mean, zero, resample.")
     if args.edges not in ("all", "none"):
         raise UsageError(f"--edges {args.edges!r} is not one of all, none.")
+    if args.level not in ("auto", "node", "edge"):
+        raise UsageError(f"--level {args.level!r} is not one of auto, node, edge.")
     if args.write not in ("both", "importances", "circuits"):
         raise UsageError(f"--write {args.write!r} is not one of both, importances, circuits.")
     if args.edges == "none" and args.write != "importances" and args.action in ("export", "attribute"):
@@ -302,7 +311,7 @@ def config_shapes(config: Any) -> dict[str, tuple[int, ...]] | None:
     return {"heads": (layers, heads), "mlps": (layers,)}
 
 
-def _load_model(args: CircuitArguments, config: Any, causal: bool) -> tuple[Any, Any]:
+def _load_model(args: CircuitArguments, config: Any, causal: bool, level: str = "node") -> tuple[Any, Any]:
     """The wrapped model (masks disabled until a circuit is applied) and its tokenizer."""
     import transformers
 
@@ -312,7 +321,8 @@ def _load_model(args: CircuitArguments, config: Any, causal: bool) -> tuple[Any,
     tokenizer = load_tokenizer(args.model, "--model", **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    prunable = PrunableModel.from_pretrained(args.model, PruningConfig(ablation=args.ablation),
+    granularity = "edge" if level == "edge" else "unit"
+    prunable = PrunableModel.from_pretrained(args.model, PruningConfig(ablation=args.ablation, granularity=granularity),
                                              model_class=model_class, config=config, **kwargs)
     if getattr(prunable.config, "pad_token_id", None) is None:
         prunable.config.pad_token_id = tokenizer.pad_token_id
@@ -336,12 +346,13 @@ def _data(args: CircuitArguments, prunable: Any, tokenizer: Any, causal: bool) -
     return data, collator
 
 
-def load_scores(args: CircuitArguments, source: str | Path, shapes: dict[str, tuple[int, ...]] | None) -> Any:
-    """A ranking's scores, checked against the model's unit shapes; a mismatch names both shapes and the flags."""
+def load_scores(args: CircuitArguments, source: str | Path, shapes: dict[str, tuple[int, ...]] | None,
+                graph: Any = None) -> Any:
+    """A ranking's scores, checked against the model's mask shapes; a mismatch names both shapes and the flags."""
     from ..circuits.sources import load_unit_scores  # lazy: `--help` does not load it
     from ..errors import MaskShapeError  # lazy: `--help` does not load it
     try:
-        return load_unit_scores(source, shapes)
+        return load_unit_scores(source, shapes, graph)
     except MaskShapeError as err:
         raise UsageError(f"--scores {source} do not fit --model {args.model}: {err} Pass the scores made for this "
                          "model, or the model they were made for.") from None
@@ -357,16 +368,89 @@ def run_export(args: CircuitArguments) -> dict[str, Any]:
     name = _submission_name(args)
     with _claim(args, args.output_dir) as claim:
         cfg = _export_config(args)
-        scores = load_scores(args, args.scores, {"heads": (cfg.n_layers, cfg.n_heads), "mlps": (cfg.n_layers,)})
-        written = _export(args, cfg, scores, name, sizes)
+        graph = _scores_graph(args, cfg) if _level(args) == "edge" else None
+        shapes = {EDGE_KIND: (graph.num_edges,)} if graph is not None else \
+            {"heads": (cfg.n_layers, cfg.n_heads), "mlps": (cfg.n_layers,)}
+        scores = load_scores(args, args.scores, shapes, graph)
+        written = _export(args, cfg, scores, name, sizes, graph)
         claim.finish()
     return {**written, "lines": export_lines(written, args.name is None)}
 
 
-def _export(args: CircuitArguments, cfg: Any, scores: Any, name: str, sizes: Sequence[float]) -> dict[str, Any]:
+def _export(args: CircuitArguments, cfg: Any, scores: Any, name: str, sizes: Sequence[float],
+            graph: Any = None) -> dict[str, Any]:
     from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
     return export_mib_circuits(args.output_dir, cfg, scores, name, sizes, args.absolute, args.edges,
-                               importances=args.write != "circuits", circuits=args.write != "importances")
+                               importances=args.write != "circuits", circuits=args.write != "importances",
+                               graph=graph)
+
+
+def _source_level(source: str | Path) -> str:
+    """'edge' for an edge mask artifact or an edge-level MIB file (or an export folder of one), else 'node'."""
+    from ..circuits.export import submission_scores  # lazy: `--help` does not load it
+    from ..circuits.mib import MibFormatError, read_mib_circuit  # lazy: `--help` does not load it
+    path = Path(source)
+    if path.is_dir() and submission_scores(path) is not None:
+        path = submission_scores(path)
+    if path.is_dir():
+        try:
+            return "edge" if PruningConfig.from_pretrained(path).granularity == "edge" else "node"
+        except (OSError, ValueError, TypeError):
+            return "node"
+    if path.suffix == ".json" and path.is_file():
+        try:
+            circuit = read_mib_circuit(path)
+        except MibFormatError:
+            return "node"     # the loader reports what is wrong with it
+        return "edge" if circuit.scores is None and circuit.edge_scores is not None else "node"
+    return "node"
+
+
+def _level(args: CircuitArguments) -> str:
+    """The circuit level: `--level`, else node for attribute, else the level of every --scores source (and every
+    run of --runs_dir), which must agree."""
+    if args.level != "auto" or args.action == "attribute":
+        return "node" if args.level == "auto" else args.level
+    sources = _sources(args.scores)
+    if args.runs_dir and Path(args.runs_dir).is_dir():
+        sources += [str(config.parent) for config in sorted(Path(args.runs_dir).glob(f"*/{CONFIG_NAME}"))]
+    levels = {source: _source_level(source) for source in sources}
+    if len(set(levels.values())) > 1:
+        edge = [s for s, level in levels.items() if level == "edge"]
+        node = [s for s, level in levels.items() if level == "node"]
+        raise UsageError(f"--scores mix edge rankings ({', '.join(edge[:3])}) and node rankings "
+                         f"({', '.join(node[:3])}); curves compare rankings of one level: pass them separately.")
+    return next(iter(levels.values()), "node")
+
+
+def _edge_graph(config: Any) -> Any:
+    """The edge graph a model config implies (its query and key/value heads, and its residual layout)."""
+    from ..circuits.mib import parallel_attn_mlp  # lazy: `--help` does not load it
+    from ..granularity.edge.graph import EdgeGraph  # lazy: `--help` does not load it
+    from .export_checks import model_facts  # lazy: `--help` does not load it
+    facts = model_facts(config)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    kv = int(getattr(text, "num_key_value_heads", None) or facts["num_heads"])
+    return EdgeGraph(facts["num_layers"], facts["num_heads"], kv, parallel_attn_mlp(facts["model_type"], config))
+
+
+def _scores_graph(args: CircuitArguments, cfg: Any) -> Any:
+    """The edge graph of an edge ranking being exported: from an artifact, its mask length; from a MIB file, MIB's
+    ungrouped graph of its cfg."""
+    from ..granularity.edge.graph import EdgeGraph  # lazy: `--help` does not load it
+    from ..circuits.export import submission_scores  # lazy: `--help` does not load it
+    source = Path(args.scores)
+    if source.is_dir() and submission_scores(source) is not None:
+        source = submission_scores(source)
+    if source.is_dir():
+        shapes = PruningConfig.from_pretrained(source).mask_shapes or {}
+        if EDGE_KIND not in shapes:
+            raise UsageError(f"--scores {source}: the edge artifact records no mask shape; re-save it.")
+        try:
+            return EdgeGraph.matching(cfg.n_layers, cfg.n_heads, int(shapes[EDGE_KIND][0]), cfg.parallel_attn_mlp)
+        except ValueError as err:
+            raise UsageError(f"--scores {source}: {err}") from None
+    return EdgeGraph(cfg.n_layers, cfg.n_heads, cfg.n_heads, cfg.parallel_attn_mlp)
 
 
 def export_lines(written: dict[str, Any], name_derived: bool) -> list[str]:
@@ -374,7 +458,8 @@ def export_lines(written: dict[str, Any], name_derived: bool) -> list[str]:
     from ..circuits.ranking import size_label  # lazy: `--help` does not load it
     lines = []
     if "importances" in written:
-        lines.append(f"MIB importance file: {written['importances']} ({written['n_scored']} scored units)")
+        what = "edges" if written.get("level") == "edge" else "units"
+        lines.append(f"MIB importance file: {written['importances']} ({written['n_scored']} scored {what})")
     if "circuits" in written:
         valid = written["leaderboard_sizes"] and written["all_fit"]
         lines.append(f"MIB binary circuits: {written['circuits_folder']} ({len(written['circuits'])} files; "
@@ -382,6 +467,10 @@ def export_lines(written: dict[str, Any], name_derived: bool) -> list[str]:
                         + ("not MIB's nine sizes" if not written["leaderboard_sizes"] else
                            "a circuit holds more edges than its size allows") + ")"))
         for file_name, entry in written["circuits"].items():
+            if written.get("level") == "edge":
+                lines.append(f"  circuit {size_label(entry['fraction'])}: {entry['edges']} of {entry['edges_total']} "
+                             f"edges ({entry['edge_share']:.3%}) -> {file_name}")
+                continue
             note = "" if entry["fits"] else "  (over its size: the graph is too small)"
             if entry["units"] < entry["units_by_rank"]:
                 note += f"  ({entry['units_by_rank']} by rank; fewer to stay within the edge bound)"
@@ -491,17 +580,19 @@ def run_attribute(args: CircuitArguments) -> dict[str, Any]:
     from ..circuits.ranking import MIB_SUBMISSION_SIZES  # lazy: `--help` does not load it
     _require(args, "model", "dataset", "output_dir")
     name = _submission_name(args)
+    level = _level(args)
     with _claim(args, args.output_dir) as claim:
         config = _model_config(args.model, args.gguf_file)
         causal = resolve_circuit_task(args, config)
-        prunable, tokenizer = _load_model(args, config, causal)
+        prunable, tokenizer = _load_model(args, config, causal, level)
         data, collator = _data(args, prunable, tokenizer, causal)
         result = attribution_scores(prunable, data, method=args.method, steps=args.ig_steps, ablation=args.ablation,
                                     batch_size=args.batch_size, collate_fn=collator)
-        written = _export(args, mib_config(prunable), result.scores, name, MIB_SUBMISSION_SIZES)
+        written = _export(args, mib_config(prunable), result.scores, name, MIB_SUBMISSION_SIZES,
+                          getattr(prunable.granularity, "graph", None))
         info = {**result.describe(), "model": args.model, "gguf_file": args.gguf_file,
                 "task": "causal_lm" if causal else "sequence_classification", "dataset": args.dataset,
-                "num_examples": args.num_examples}
+                "num_examples": args.num_examples, "level": level}
         atomic_write_text(Path(args.output_dir) / "attribution.json", json.dumps(info, indent=2) + "\n")
         claim.finish()
     lines = [f"{args.method} scores of {written['n_scored']} units ({result.examples} examples, "
@@ -524,18 +615,21 @@ def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
     except ValueError:
         raise UsageError(f"--random_seeds {args.random_seeds!r}: give integers, e.g. 0,1,2 ('' for none).") from None
     out = Path(args.output_dir) if args.output_dir else Path(args.runs_dir) / "circuits"
+    level = _level(args)
     with _claim(args, out) as claim:
         config = _model_config(args.model, args.gguf_file)
         causal = resolve_circuit_task(args, config)
-        rankings, groups = _rankings(args, config_shapes(config))   # checked before the model loads
-        prunable, tokenizer = _load_model(args, config, causal)
+        graph = _edge_graph(config) if level == "edge" else None
+        shapes = {EDGE_KIND: (graph.num_edges,)} if graph is not None else config_shapes(config)
+        rankings, groups = _rankings(args, shapes, graph)   # checked before the model loads
+        prunable, tokenizer = _load_model(args, config, causal, level)
         data, collator = _data(args, prunable, tokenizer, causal)
         document = curves_document(prunable, data, rankings, groups, ablation=args.ablation, random_seeds=seeds,
                                    batch_size=args.batch_size, collate_fn=collator,
                                    description={"model": args.model, "gguf_file": args.gguf_file,
                                                 "task": "causal_lm" if causal else "sequence_classification",
                                                 "dataset": args.dataset, "num_examples": args.num_examples,
-                                                "seed": args.seed})
+                                                "seed": args.seed, "level": level})
         figure = write_curves(out, document)
         claim.finish()
     lines = [f"faithfulness curves: {out / CURVES_NAME} (figure {figure})",
@@ -548,14 +642,14 @@ def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
     return {**document, "lines": lines}
 
 
-def _rankings(args: CircuitArguments, shapes: dict[str, tuple[int, ...]] | None
+def _rankings(args: CircuitArguments, shapes: dict[str, tuple[int, ...]] | None, graph: Any = None
               ) -> tuple[dict[str, Any], dict[str, str]]:
     rankings: dict[str, Any] = {}
     groups: dict[str, str] = {}
     for source in _sources(args.scores):
         name = Path(source).name if Path(source).is_dir() else Path(source).stem
         name = name if name not in rankings else source
-        rankings[name] = load_scores(args, source, shapes)
+        rankings[name] = load_scores(args, source, shapes, graph)
         groups[name] = name
     if args.runs_dir:
         from ..analysis.results import collect_results  # lazy: `--help` does not load it
@@ -563,6 +657,6 @@ def _rankings(args: CircuitArguments, shapes: dict[str, tuple[int, ...]] | None
         if not results:
             raise UsageError(f"--runs_dir {args.runs_dir} holds no finished runs (sp*-seed*/result.json).")
         for row in results:
-            rankings[row["run"]] = load_scores(args, Path(args.runs_dir) / row["run"], shapes)
+            rankings[row["run"]] = load_scores(args, Path(args.runs_dir) / row["run"], shapes, graph)
             groups[row["run"]] = f"learned masks, {row['sparsity']:.0%} sparsity"
     return rankings, groups

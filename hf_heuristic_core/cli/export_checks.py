@@ -11,13 +11,17 @@ from ..errors import ArtifactError, ExportError
 __all__ = ["check_masks_fit_model", "exported_granularity", "loading_mismatch", "model_facts"]
 
 SLIM_GRANULARITIES = ("unit", "neuron")
+# What a mask entry of a granularity a slim model cannot drop is, for the refusal.
+_ENTRIES = {"weight": "single weights zeroed inside their matrices",
+            "edge": "edges between heads and MLP blocks: a head cut from one reader still writes to the others"}
 
 
 def exported_granularity(artifact: Any, source: str) -> str:
     granularity = artifact.config.granularity
     if granularity not in SLIM_GRANULARITIES:
-        raise ExportError(f"--masks {source} holds {granularity!r} masks (single weights zeroed inside their "
-                          "matrices); a slim model can only drop whole heads, MLP blocks or MLP neurons, so these "
+        entries = _ENTRIES.get(granularity, "not whole units")
+        raise ExportError(f"--masks {source} holds {granularity!r} masks ({entries}); a slim model can only drop "
+                          "whole heads, MLP blocks or MLP neurons, so these "
                           "masks cannot be exported. Use them hooked: PrunableModel.from_pretrained(model, masks=dir) "
                           "(or prune with --granularity unit / neuron to get exportable masks).")
     return granularity

@@ -80,7 +80,8 @@ class PruneScriptArguments(PruneSettingsFlags):
     ablation: str | None = field(default=None, metadata={
         "help": "mean, zero or resample (default: mean; zero for --granularity weight)."})
     granularity: str = field(default="unit", metadata={
-        "help": "What one mask entry is: a head or MLP block (unit), an MLP neuron, a weight (granularity/<name>/)."})
+        "help": "What one mask entry is: a head or MLP block (unit), an MLP neuron, a weight, an edge of the "
+                "residual graph (pre-LN decoders) (granularity/<name>/)."})
     uniform_layers: bool = field(default=False, metadata={
         "help": "Binarize to the same number of heads (whole key/value groups under GQA) and the same MLP width in "
                 "every layer, so that `export` writes a stock config plain transformers loads "

@@ -17,12 +17,14 @@ GRANULARITIES = Registry("granularity", __name__, {
     "unit": "unit.granularity:UnitGranularity",
     "neuron": "neuron.granularity:NeuronGranularity",
     "weight": "weight.granularity:WeightGranularity",
+    "edge": "edge.granularity:EdgeGranularity",
 })
 # The torch-free half: each granularity's settings dataclass (the PruningConfig fields only it reads).
 GRANULARITY_SETTINGS = Registry("granularity", __name__, {
     "unit": "unit.settings:UnitSettings",
     "neuron": "neuron.settings:NeuronSettings",
     "weight": "weight.settings:WeightSettings",
+    "edge": "edge.settings:EdgeSettings",
 })
 
 

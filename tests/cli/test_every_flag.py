@@ -105,7 +105,7 @@ VALUES = {
     "warmup_steps": ("7", 7), "label_names": ("x", ["x"]),
     "mask_target_modules": ("wte", "wte"), "action": ("attribute", "attribute"),
     "method": ("patching", "patching"), "sizes": ("curve", "curve"), "edges": ("none", "none"),
-    "write": ("importances", "importances"), "name": ("ioi_gpt2", "ioi_gpt2"),
+    "write": ("importances", "importances"), "name": ("ioi_gpt2", "ioi_gpt2"), "level": ("node", "node"),
     "random_seeds": ("4,5", "4,5"), "teacher_logits_dtype": ("bfloat16", "bfloat16"), "config": (None, None),
     "tf32": ("true", True), "optim_target_modules": ("x", None), "eval_strategy": ("steps", "steps"),
 }

@@ -107,7 +107,7 @@ def test_method_selector_choices_come_from_the_registries(capsys):
 
     assert main(["prune", "--help"]) == 0
     before = capsys.readouterr().out
-    assert "One of: neuron, unit, weight." in _flag_help(before, "granularity")
+    assert "One of: edge, neuron, unit, weight." in _flag_help(before, "granularity")
     assert "One of: continuous_sparsification, gumbel_sigmoid, hard_concrete." in _flag_help(before, "relaxation")
     register_granularity("toy_blocks", ToyGranularity)
     register_relaxation("toy_relax", ToyRelaxation)
@@ -115,7 +115,7 @@ def test_method_selector_choices_come_from_the_registries(capsys):
         for flags in (["prune", "--help"], ["prune", "--help-all"]):
             assert main(flags) == 0
             text = capsys.readouterr().out
-            assert "One of: neuron, toy_blocks, unit, weight." in _flag_help(text, "granularity")
+            assert "One of: edge, neuron, toy_blocks, unit, weight." in _flag_help(text, "granularity")
             assert "gumbel_sigmoid, hard_concrete, toy_relax." in _flag_help(text, "relaxation")
     finally:
         for registry in (GRANULARITIES, GRANULARITY_SETTINGS):

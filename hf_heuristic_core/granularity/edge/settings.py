@@ -1,0 +1,17 @@
+"""Edge-granularity settings (torch-free): none of its own yet; the class is the place for them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..settings import GranularitySettings
+
+__all__ = ["EDGE_KIND", "EdgeSettings"]
+
+# The one mask kind of the edge granularity: a vector over the edges (`graph.EdgeGraph` orders them).
+EDGE_KIND = "edges"
+
+
+@dataclass(kw_only=True)
+class EdgeSettings(GranularitySettings):
+    """One mask per edge of the residual-stream graph (Edge Pruning); it reads no `PruningConfig` field of its own."""
