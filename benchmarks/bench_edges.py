@@ -10,10 +10,12 @@ edges between its kept nodes, `circuits.export.edge_counts`), and the smallest e
 read off both curves (linear between evaluated points).
 
 Cost: seconds per training step and peak resident memory of the run (`ru_maxrss`, whole process, so the node run
-goes first), per level.
+goes first), per level. `--cost` measures only that, cleanly: one forward + backward of a batch of 8 prompts of 15
+tokens with soft masks, best of 3, each level in its own process (peak memory above the loaded model's).
 
     python benchmarks/bench_edges.py --seeds 0,1,2 --steps 300 --output benchmarks/results_edges_ioi.json
     python benchmarks/bench_edges.py --seeds 0 --steps 20 --eval_examples 16 --output /tmp/edges_smoke.json  # smoke
+    python benchmarks/bench_edges.py --cost --output benchmarks/results_edges_cost.json
 
 Results are written after every run; a re-run skips the runs already in `--output` (same settings).
 """
@@ -25,6 +27,7 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -112,6 +115,37 @@ def share_reaching(shares: list[float], faithfulness: list[float], threshold: fl
     return points[-1][0] if points and points[-1][1] >= threshold else None
 
 
+def step_cost(level: str, options: argparse.Namespace) -> dict[str, Any]:
+    """Seconds of one forward + backward (best of 3) and the memory it adds over the loaded model, in this process."""
+    from hf_heuristic_core.offline_models import smollm2_gguf
+    folder, name = smollm2_gguf()
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    prunable = PrunableModel(model, PruningConfig(granularity="edge" if level == "edge" else "unit",
+                                                  ablation="zero", init_mean=0.5)).train()
+    ids = torch.randint(10, 1000, (8, 15), generator=torch.Generator().manual_seed(0))
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        prunable(input_ids=ids).logits.pow(2).mean().backward()
+        times.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"level": level, "seconds": min(times), "all_seconds": times, "peak_rss_mb": peak,
+            "loaded_rss_mb": loaded, "added_mb": peak - loaded, "threads": options.threads}
+
+
+def cost(options: argparse.Namespace) -> None:
+    results = {}
+    for level in ("node", "edge"):
+        done = subprocess.run([sys.executable, __file__, "--cost_level", level, "--threads", str(options.threads),
+                               "--output", "-"], capture_output=True, text=True, check=True)
+        results[level] = json.loads(done.stdout.strip().splitlines()[-1])
+    results["edge_over_node_seconds"] = results["edge"]["seconds"] / results["node"]["seconds"]
+    results["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__}
+    Path(options.output).write_text(json.dumps(results, indent=1) + "\n")
+    print(json.dumps(results, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2")
@@ -125,8 +159,16 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--cache_dir", default="/tmp/hhc_bench_edges")
     parser.add_argument("--output", required=True)
+    parser.add_argument("--cost", action="store_true", help="only the cost of a step, per level (see the docstring)")
+    parser.add_argument("--cost_level", choices=("node", "edge"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     torch.set_num_threads(options.threads)
+    if options.cost_level:
+        print(json.dumps(step_cost(options.cost_level, options)))
+        return
+    if options.cost:
+        cost(options)
+        return
     transformers.logging.set_verbosity_error()
     settings = {k: v for k, v in vars(options).items() if k not in ("output", "cache_dir", "device", "threads",
                                                                     "seeds")}

@@ -50,16 +50,22 @@ def replace_folder(target: Path, files: Mapping[str, str]) -> None:
         for name, text in files.items():
             (staging / name).write_text(text)
         ordinary_permissions(staging)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-            os.replace(target, old / target.name)
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, target)
+        swap_folder(staging, target)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def swap_folder(staging: Path, target: Path) -> None:
+    """Put the finished folder `staging` in `target`'s place: an existing `target` is renamed away first and removed
+    after, so at no moment is there a half-written folder under the target's name."""
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        os.replace(target, old / "previous")
+        os.replace(staging, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, target)
 
 
 def _umask() -> int:

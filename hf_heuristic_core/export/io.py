@@ -24,7 +24,7 @@ from torch import nn
 
 from ..config import CONFIG_NAME as MASK_CONFIG_NAME
 from ..errors import ArtifactError, ExportError
-from ..io_utils import ordinary_permissions
+from ..io_utils import ordinary_permissions, swap_folder
 from .autoload import loads_after_import, restore_stock_classes, write_per_layer_schema
 from .shrink import shrink_notes
 from .slim import SLIM_KEY, parameter_count, rebuild_to_layout, slim_info
@@ -173,16 +173,12 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
         if state == "other":   # overwrite: file by file, each replaced atomically, nothing else touched
             for path in sorted(temp.iterdir(), key=lambda p: p.name == MODEL_CONFIG_NAME):   # config last
                 os.replace(path, target / path.name)
-        elif target.exists():
-            for path in target.iterdir():   # keep the run record and hidden files (a lock) across the swap
-                if path.is_file() and (path.name.startswith(".") or path.name == "hf_heuristic_core_run.json"):
-                    shutil.copy2(path, temp / path.name)
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-            os.replace(target, old / "previous")
-            os.replace(temp, target)
-            shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(temp, target)
+            if target.exists():
+                for path in target.iterdir():   # keep the run record and hidden files (a lock) across the swap
+                    if path.is_file() and (path.name.startswith(".") or path.name == "hf_heuristic_core_run.json"):
+                        shutil.copy2(path, temp / path.name)
+            swap_folder(temp, target)
     finally:
         if temp.exists():
             shutil.rmtree(temp, ignore_errors=True)

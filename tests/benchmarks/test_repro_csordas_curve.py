@@ -4,27 +4,21 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_scripts import load_script
+
 STEPS = [1000, 2000, 3000, 4000, 5000, 6000]
 
-
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def csordas() -> ModuleType:
-    return _script("repro_csordas_double_addition")
+    return load_script("repro_csordas_double_addition")
 
 
 def test_still_rising_curve_is_not_saturated(csordas: ModuleType) -> None:

@@ -4,26 +4,20 @@ that `analyze` reads (it crashed with a NameError before writing anything)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_scripts import load_script
 
 
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def lepori() -> ModuleType:
-    return _script("repro_lepori_subtasks")
+    return load_script("repro_lepori_subtasks")
 
 
 def _tiny_args(masks_dir: Path) -> argparse.Namespace:

@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_scripts import load_script
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def lepori():
-    return _script("repro_lepori_subtasks")
+    return load_script("repro_lepori_subtasks")
 
 
 @pytest.fixture(scope="module")
 def csordas():
-    return _script("repro_csordas_double_addition")
+    return load_script("repro_csordas_double_addition")
 
 
 def _args(module, **changes) -> argparse.Namespace:

@@ -317,3 +317,17 @@ def test_a_lora_wrapped_projection_is_refused():
     on_output = peft.get_peft_model(copy.deepcopy(model), peft.LoraConfig(r=2, target_modules=["o_proj"]))
     with pytest.raises(PruningError, match="o_proj is"):
         PrunableModel(on_output, PruningConfig(granularity="edge"))
+
+
+def test_the_memory_saving_product_has_the_right_gradients():
+    """`_RemovedEdges` computes from the pass's buffer and sends the gradient to each delta: against gradcheck."""
+    from hf_heuristic_core.granularity.edge.granularity import _RemovedEdges
+    generator = torch.Generator().manual_seed(0)
+    weights = torch.rand(3, 2, dtype=torch.float64, generator=generator, requires_grad=True)
+    deltas = [torch.randn(2, 3, 4, dtype=torch.float64, generator=generator, requires_grad=True) for _ in range(3)]
+    def product(w, *d):     # the buffer holds the deltas' values, as the pass's buffer does
+        return _RemovedEdges.apply(w, torch.stack(d).detach(), *d)
+    assert torch.autograd.gradcheck(product, (weights, *deltas))
+    values = torch.stack(deltas).detach()
+    expected = torch.einsum("jr,jbsd->rbsd", weights, torch.stack(deltas))
+    assert torch.allclose(_RemovedEdges.apply(weights, values, *deltas), expected)

@@ -74,22 +74,56 @@ class _Layer:
                                    "then wrap the model.")
 
 
+class _RemovedEdges(torch.autograd.Function):
+    """`sum_j w[j, r] * delta_j` for readers `r` ([R, B, S, d]), read from `values`, the pass's buffer of every
+    delta so far ([n, B, S, d], written once per writer), while the gradient goes to each `delta_j` itself. Stacking
+    the deltas at every reader instead copied O(layers x writers) tensors per step (most of an edge step's time on a
+    CPU) and autograd kept every stack for backward."""
+
+    @staticmethod
+    def forward(ctx: Any, weights: torch.Tensor, values: torch.Tensor, *deltas: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(weights)
+        ctx.values = values      # rows written before this reader; the pass only appends later rows
+        # Plain matrix products on [n, B*S*d] views (einsum transposed the buffer into a copy first).
+        return (weights.t() @ values.reshape(values.shape[0], -1)).view(weights.shape[1], *values.shape[1:])
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        (weights,) = ctx.saved_tensors
+        values = ctx.values
+        count = values.shape[0]
+        flat_grad = grad.reshape(grad.shape[0], -1)
+        grad_weights = values.reshape(count, -1) @ flat_grad.t() if ctx.needs_input_grad[0] else None
+        if not any(ctx.needs_input_grad[2:]):
+            return (grad_weights, None, *([None] * count))
+        return (grad_weights, None, *(weights @ flat_grad).view(count, *values.shape[1:]).unbind(0))
+
+
 @dataclass
 class _Pass:
-    """One forward's record: the mask vector and every writer's delta so far (writer order)."""
+    """One forward's record: the mask vector and every writer's delta so far (writer order), also copied into one
+    buffer that readers compute from."""
 
     z: torch.Tensor | None
+    writers: int = 0
     deltas: list[torch.Tensor] = field(default_factory=list)
     resid: torch.Tensor | None = None
-    stacked: tuple[int, torch.Tensor] | None = None
+    buffer: torch.Tensor | None = None
 
-    def upstream(self, count: int) -> torch.Tensor:
+    def add(self, delta: torch.Tensor) -> None:
+        if self.buffer is None:
+            self.buffer = delta.new_empty((self.writers, *delta.shape))
+        with torch.no_grad():
+            self.buffer[len(self.deltas)].copy_(delta)
+        self.deltas.append(delta)
+
+    def removed(self, kept: torch.Tensor) -> torch.Tensor:
+        """`sum_j (1 - kept[j, r]) * delta_j` over the first `kept.shape[0]` writers, per reader `r` [R, B, S, d]."""
+        count = kept.shape[0]
         if len(self.deltas) < count:
             raise PruningError(f"edge masks: a reader needs {count} upstream writers but the forward recorded "
                                f"{len(self.deltas)}; a layer ran out of order or was skipped.")
-        if self.stacked is None or self.stacked[0] != count:
-            self.stacked = (count, torch.stack(self.deltas[:count]))
-        return self.stacked[1]
+        return _RemovedEdges.apply((1 - kept).to(self.buffer.dtype), self.buffer[:count], *self.deltas[:count])
 
 
 class EdgeGranularity(Granularity):
@@ -175,8 +209,7 @@ class EdgeGranularity(Granularity):
             self.taps[writer](x)
         if self._pass is not None and self._pass.z is not None:
             reference = source.ablation_reference(KIND, writer, x)
-            self._pass.deltas.append(x if reference is None else x - reference.to(x.dtype))
-            self._pass.stacked = None
+            self._pass.add(x if reference is None else x - reference.to(x.dtype))
 
     def _layer_input_hook(self, source: MaskSource, index: int) -> Callable:
         def hook(module: nn.Module, args: tuple) -> None:
@@ -190,7 +223,7 @@ class EdgeGranularity(Granularity):
                 if z is not None:
                     for layer in self.layers:
                         layer.check_projections()
-                self._pass = _Pass(z) if z is not None or self._tapping() else None
+                self._pass = _Pass(z, self.graph.num_writers) if z is not None or self._tapping() else None
                 if self._pass is not None:
                     self._record(source, 0, args[0])
             if self._pass is not None:
@@ -208,11 +241,11 @@ class EdgeGranularity(Granularity):
             wanted = ("q", "k", "v") if letter == "qkv" else (letter,)
             if _all_kept(*(blocks[name] for name in wanted)):
                 return None     # every edge into these readers kept: the model's own output, exactly
-            spec = self.graph.layers[index]
-            deltas = state.upstream(spec.upstream)
+            removed = state.removed(torch.cat([blocks[name] for name in wanted], dim=1))   # one product per layer
+            inputs = state.resid.unsqueeze(0) - removed
             norm = self.layers[index].input_norm
-            normed = {name: norm.forward(state.resid.unsqueeze(0) - torch.einsum(   # forward: not our pre-hook
-                "jh,jbsd->hbsd", (1 - blocks[name]).to(deltas.dtype), deltas)) for name in wanted}
+            widths = [blocks[name].shape[1] for name in wanted]
+            normed = dict(zip(wanted, norm.forward(inputs).split(widths)))   # forward: not our pre-hook
             return _project(module, self.sites.qkv_layout, normed, self.head_dim)
         return hook
 
@@ -234,8 +267,7 @@ class EdgeGranularity(Granularity):
             _, _, _, z = self.graph.blocks(state.z, index)
             if _all_kept(z):
                 return None
-            deltas = state.upstream(self.graph.layers[index].mlp_upstream)
-            y = args[0] - torch.einsum("j,jbsd->bsd", (1 - z).to(deltas.dtype), deltas)
+            y = args[0] - state.removed(z.unsqueeze(1))[0]
             return (y,) + tuple(args[1:])
         return hook
 
@@ -254,8 +286,7 @@ class EdgeGranularity(Granularity):
             z = self.graph.logits_block(state.z)
             if _all_kept(z):
                 return None
-            deltas = state.upstream(self.graph.num_writers)
-            y = args[0] - torch.einsum("j,jbsd->bsd", (1 - z).to(deltas.dtype), deltas)
+            y = args[0] - state.removed(z.unsqueeze(1))[0]
             return (y,) + tuple(args[1:])
         return hook
 
