@@ -14,10 +14,10 @@ import torch
 from hf_heuristic_core import PrunableModel, PruningConfig
 from hf_heuristic_core.circuits.mib import MibConfig, edge_names
 from hf_heuristic_core.errors import PruningError
-from tiny_models import make_batch, one_torch_thread, tiny_model  # noqa: F401  (one_torch_thread: fixture)
+from tiny_models import HEAD_DIM, make_batch, one_torch_thread, tiny_model  # noqa: F401  (one_torch_thread: fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-FAMILIES = ["gpt2", "llama", "qwen2", "gpt_neox"]
+FAMILIES = ["gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox"]
 
 
 def _inputs(model_type: str, batch_size: int = 3) -> dict[str, torch.Tensor]:
@@ -146,7 +146,7 @@ def _patched(model, model_type, inputs, reader: str, x_j: torch.Tensor) -> torch
         norm = _norm(layers[layer], model_type, "input")
         stream = {}
         handles.append(norm.register_forward_pre_hook(lambda m, args: stream.__setitem__("r", args[0])))
-        head_dim = 8
+        head_dim = HEAD_DIM[model_type]
         if model_type == "gpt2":
             projection = layers[layer].attn.c_attn
             start = "qkv".index(letter) * 32 + head * head_dim
@@ -171,6 +171,7 @@ def _patched(model, model_type, inputs, reader: str, x_j: torch.Tensor) -> torch
     ("gpt2", "input->a0.h3<v>"), ("gpt2", "a1.h0->m1"), ("gpt2", "m0->logits"), ("gpt2", "input->logits"),
     ("llama", "a0.h2->a1.h3<q>"), ("llama", "m0->a1.h2<k>@g1"), ("llama", "a0.h0->a1.h0<v>@g0"),
     ("qwen2", "a0.h1->a1.h1<q>"), ("qwen2", "m0->m1"),
+    ("qwen3", "a0.h2->a1.h1<q>"), ("qwen3", "input->a1.h2<k>@g1"),          # q/k norms after the projections
     ("gpt_neox", "a0.h1->a1.h2<k>"), ("gpt_neox", "m0->a1.h0<q>"), ("gpt_neox", "a0.h3->m1"),
 ])
 def test_one_removed_edge_is_a_path_patch_of_that_reader(model_type, edge):
@@ -331,3 +332,20 @@ def test_the_memory_saving_product_has_the_right_gradients():
     values = torch.stack(deltas).detach()
     expected = torch.einsum("jr,jbsd->rbsd", weights, torch.stack(deltas))
     assert torch.allclose(_RemovedEdges.apply(weights, values, *deltas), expected)
+
+
+def test_active_dropout_and_gradient_checkpointing_are_refused():
+    model = tiny_model("gpt2", task="causal_lm", resid_pdrop=0.1)
+    pm = PrunableModel(copy.deepcopy(model), PruningConfig(granularity="edge", ablation="zero"))
+    zeros = {"edges": torch.zeros(pm.mask_shapes()["edges"])}
+    pm.train_dropout = True
+    pm.train()
+    with pytest.raises(PruningError, match="dropout off"):
+        _logits(pm, _inputs("gpt2"), zeros)
+    pm.train_dropout = False
+    pm.train()                                  # PruningTrainer's default: the base model without dropout
+    assert _logits(pm, _inputs("gpt2"), zeros).shape[-1] > 0
+    (getattr(pm.model, "activation_checkpointing_enable", None) or pm.model.gradient_checkpointing_enable)()
+    pm.train()
+    with pytest.raises(PruningError, match="gradient checkpointing"):
+        _logits(pm, _inputs("gpt2"), zeros)

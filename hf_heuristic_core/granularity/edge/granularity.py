@@ -22,8 +22,8 @@ edges' deltas from the residual the model itself carries there:
 
 An edge mask of ones changes nothing (bit-identical: no reader input is rebuilt). Removing every edge out of a
 writer is the same as ablating that writer as a unit (`granularity='unit'`, same ablation), which the tests check.
-Needs the base model without dropout (PruningTrainer's default) and without gradient checkpointing (a recomputed
-layer would record its writers twice).
+Needs the base model without dropout (PruningTrainer's default; active dropout is refused) and without gradient
+checkpointing (a recomputed layer would record its writers twice; refused).
 """
 
 from __future__ import annotations
@@ -155,6 +155,9 @@ class EdgeGranularity(Granularity):
         # writers' means at ordinary activation sites. Kept off the model (no state dict entries).
         self.taps = [nn.Identity() for _ in range(self.graph.num_writers)]
         self._pass: _Pass | None = None
+        # Dropout between a writer's output and the residual add (GPT-2's resid_dropout, NeoX's post_*_dropout)
+        # would make the stream differ from the sum of the writers recorded.
+        self._dropouts = [m for m in model.modules() if isinstance(m, nn.Dropout) and m.p > 0]
 
     def _layer(self, layer: nn.Module, attention_output: nn.Module, mlp_output: nn.Module) -> _Layer:
         sites = self.sites
@@ -223,6 +226,11 @@ class EdgeGranularity(Granularity):
                 if z is not None:
                     for layer in self.layers:
                         layer.check_projections()
+                    if any(dropout.training for dropout in self._dropouts):
+                        raise PruningError("Edge masks need the base model's dropout off: a dropout between a "
+                                           "writer's output and the residual makes the stream differ from the sum "
+                                           "of the writers. Train without keep_dropout (PruningTrainer's default) "
+                                           "or call model.eval().")
                 self._pass = _Pass(z, self.graph.num_writers) if z is not None or self._tapping() else None
                 if self._pass is not None:
                     self._record(source, 0, args[0])
