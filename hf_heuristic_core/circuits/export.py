@@ -44,7 +44,7 @@ from .ranking import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["CIRCUITS_FOLDER", "EXPORT_RECORD", "IMPORTANCES_FOLDER", "IMPORTANCES_NAME", "check_submission_name",
-           "circuit_file_name", "edge_counts", "export_mib_circuits"]
+           "circuit_file_name", "edge_counts", "export_mib_circuits", "scores_path", "submission_scores"]
 
 IMPORTANCES_NAME = "importances.json"
 IMPORTANCES_FOLDER = "importances"
@@ -212,3 +212,11 @@ def submission_scores(path: str | os.PathLike) -> Path | None:
     """The importance file of an export folder (`OUTPUT_DIR/importances/<name>/importances.json`), if it holds one."""
     found = sorted(Path(path).glob(f"{IMPORTANCES_FOLDER}/*/{IMPORTANCES_NAME}"))
     return found[0] if len(found) == 1 else None
+
+
+def scores_path(source: str | os.PathLike) -> Path:
+    """Where a ranking `source` is read from: an export folder stands for its importance file; anything else is
+    itself."""
+    path = Path(source)
+    found = submission_scores(path) if path.is_dir() else None
+    return found if found is not None else path

@@ -21,7 +21,7 @@ import torch
 
 from ..errors import MaskShapeError, PruningError
 from ..granularity.edge.settings import EDGE_KIND
-from .export import submission_scores
+from .export import scores_path
 from .mib import MibFormatError, read_mib_circuit
 from ..artifacts import read_artifact
 
@@ -43,9 +43,7 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
     `shapes` (e.g. `prunable.mask_shapes()`) is checked when given: a ranking made for another model is refused. A
     folder written by `circuit export` / `circuit attribute` stands for its importance file. An edge-level MIB file
     needs the edge `graph` of the model (`prunable.granularity.graph`) to map MIB's edge names to mask entries."""
-    path = Path(source)
-    if path.is_dir() and submission_scores(path) is not None:
-        path = submission_scores(path)
+    path = scores_path(source)
     if path.is_dir():
         scores = _artifact_scores(path)
     elif path.suffix == ".json":

@@ -360,7 +360,6 @@ def load_scores(args: CircuitArguments, source: str | Path, shapes: dict[str, tu
 
 # ------------------------------------------------------------------ actions
 def run_export(args: CircuitArguments) -> dict[str, Any]:
-    from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
     _require(args, "scores", "output_dir")
     if "," in args.scores:
         raise UsageError("circuit export writes one ranking; pass one --scores source.")
@@ -387,11 +386,9 @@ def _export(args: CircuitArguments, cfg: Any, scores: Any, name: str, sizes: Seq
 
 def _source_level(source: str | Path) -> str:
     """'edge' for an edge mask artifact or an edge-level MIB file (or an export folder of one), else 'node'."""
-    from ..circuits.export import submission_scores  # lazy: `--help` does not load it
+    from ..circuits.export import scores_path  # lazy: `--help` does not load it
     from ..circuits.mib import MibFormatError, read_mib_circuit  # lazy: `--help` does not load it
-    path = Path(source)
-    if path.is_dir() and submission_scores(path) is not None:
-        path = submission_scores(path)
+    path = scores_path(source)
     if path.is_dir():
         try:
             return "edge" if PruningConfig.from_pretrained(path).granularity == "edge" else "node"
@@ -438,10 +435,8 @@ def _scores_graph(args: CircuitArguments, cfg: Any) -> Any:
     """The edge graph of an edge ranking being exported: from an artifact, its mask length; from a MIB file, MIB's
     ungrouped graph of its cfg."""
     from ..granularity.edge.graph import EdgeGraph  # lazy: `--help` does not load it
-    from ..circuits.export import submission_scores  # lazy: `--help` does not load it
-    source = Path(args.scores)
-    if source.is_dir() and submission_scores(source) is not None:
-        source = submission_scores(source)
+    from ..circuits.export import scores_path  # lazy: `--help` does not load it
+    source = scores_path(args.scores)
     if source.is_dir():
         shapes = PruningConfig.from_pretrained(source).mask_shapes or {}
         if EDGE_KIND not in shapes:
@@ -488,16 +483,14 @@ def _submission_name(args: CircuitArguments) -> str:
     import re
 
     # lazy: `--help` does not load it
-    from ..circuits.export import check_submission_name, submission_scores
+    from ..circuits.export import check_submission_name, scores_path
     from ..circuits.mib import MibFormatError  # lazy: `--help` does not load it
     if args.name is not None:
         try:
             return check_submission_name(args.name)
         except MibFormatError as err:
             raise UsageError(f"--name: {err}") from None
-    source = Path(args.scores) if args.action == "export" and args.scores else None
-    if source is not None and source.is_dir() and submission_scores(source) is not None:
-        source = submission_scores(source)
+    source = scores_path(args.scores) if args.action == "export" and args.scores else None
     if source is not None and source.is_file():
         try:
             return check_submission_name(source.parent.name)   # importances/<name>/importances.json
@@ -518,10 +511,8 @@ def _export_config(args: CircuitArguments) -> Any:
     artifact's base model config is read for that when it can be."""
     # lazy: `--help` does not load it
     from ..circuits.mib import MibConfig, parallel_attn_mlp, read_mib_circuit
-    from ..circuits.export import submission_scores  # lazy: `--help` does not load it
-    source = Path(args.scores)
-    if source.is_dir() and submission_scores(source) is not None:
-        source = submission_scores(source)
+    from ..circuits.export import scores_path  # lazy: `--help` does not load it
+    source = scores_path(args.scores)
     model, gguf_file, model_type = args.model, args.gguf_file, None
     if source.suffix == ".json" and source.is_file():
         cfg = read_mib_circuit(source).cfg
