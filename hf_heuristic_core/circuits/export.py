@@ -181,11 +181,23 @@ def export_mib_circuits(output_dir: str | os.PathLike, cfg: MibConfig, scores: M
 def _export_edges(output_dir: str | os.PathLike, cfg: MibConfig, graph: Any, scores: Any, name: str,
                   sizes: Sequence[float], absolute: bool, importances: bool, circuits: bool) -> dict[str, Any]:
     if graph is None:
-        raise ValueError("edge scores need their graph (graph=prunable.granularity.graph) to be written in MIB's "
-                         "edge names.")
+        raise MibFormatError("edge scores ({'edges': [E]}) are a vector in an edge graph's order, so they need that "
+                             "graph to be written in MIB's edge names: pass graph=prunable.granularity.graph "
+                             "(the model wrapped with granularity='edge') to export_mib_circuits.")
+    if (graph.num_layers, graph.num_heads, graph.parallel) != (cfg.n_layers, cfg.n_heads, cfg.parallel_attn_mlp):
+        raise MibFormatError(f"the edge graph ({graph.num_layers} layers x {graph.num_heads} heads, parallel="
+                             f"{graph.parallel}) and the MIB cfg ({cfg.n_layers} x {cfg.n_heads}, parallel="
+                             f"{cfg.parallel_attn_mlp}) describe different models: pass mib_config(prunable) and "
+                             "prunable.granularity.graph of the same wrapped model.")
     scores = torch.as_tensor(scores, dtype=torch.float64)
-    if scores.shape != (graph.num_edges,) or not bool(torch.isfinite(scores).all()):
-        raise MibFormatError(f"edge scores must be {graph.num_edges} finite values (got shape {tuple(scores.shape)}).")
+    if scores.shape != (graph.num_edges,):
+        raise MibFormatError(f"edge scores have shape {tuple(scores.shape)}, but this graph has {graph.num_edges} "
+                             "edges: the scores were made for another model (pass the scores and the graph of one "
+                             "model).")
+    if not bool(torch.isfinite(scores).all()):
+        bad = int((~torch.isfinite(scores)).sum())
+        raise MibFormatError(f"{bad} of {graph.num_edges} edge scores are NaN or infinite; MIB's edge level ranks "
+                             "every edge, so give each a finite score (e.g. 0 for an edge nothing scored).")
     out = Path(output_dir)
     record: dict[str, Any] = {"name": name, "level": "edge", "n_scored": graph.num_edges, "absolute": bool(absolute),
                               "edges": "all", "cfg": cfg.to_dict(), "grouped_query": graph.is_grouped()}

@@ -252,8 +252,85 @@ class MibCircuit:
     edge_in_graph: dict[str, bool] = field(default_factory=dict)
 
     def masks(self) -> dict[str, torch.Tensor]:
-        """The circuit as this package's masks (`set_masks(**circuit.masks())`; 1 keeps a unit)."""
+        """The circuit as this package's unit masks (`set_masks(**circuit.masks())`; 1 keeps a unit). An edge-level
+        circuit is refused: unit masks would put back the edges it leaves out between nodes it keeps."""
+        if self.is_edge_level():
+            cut = self.edges_cut_between_kept_nodes()
+            what = (f"it leaves out {len(cut)} edge(s) between nodes it keeps (e.g. {cut[:3]})" if cut else
+                    "it scores edges, not nodes")
+            raise MibFormatError(f"{self.path or 'this circuit'} is an edge-level circuit: {what}, which unit masks "
+                                 "(heads and MLP blocks) cannot express. Apply it with edge masks: wrap the model "
+                                 "with PruningConfig(granularity='edge') and "
+                                 "set_masks(**circuit.edge_masks(prunable.granularity.graph)).")
         return {kind: value.float() for kind, value in self.in_graph.items()}
+
+    def _kept_nodes(self) -> dict[str, bool]:
+        kept = {"input": self.input_in_graph, "logits": True}
+        kept.update(zip(unit_names(self.cfg), flatten_units(self.in_graph, self.cfg).bool().tolist()))
+        return kept
+
+    def edges_cut_between_kept_nodes(self) -> list[str]:
+        """Edges out of the circuit whose two ends are in it: none in a node circuit written by this package (an
+        edge is in the graph when both its ends are), some in an edge-level binary circuit."""
+        kept = self._kept_nodes()
+        cut = []
+        for name, member in self.edge_in_graph.items():
+            parent, _, child = name.partition("->")
+            if not member and kept.get(parent, False) and kept.get(child.split("<")[0], False):
+                cut.append(name)
+        return cut
+
+    def is_edge_level(self) -> bool:
+        """Whether the file selects or scores edges rather than nodes: no node has a score, and the edges carry
+        scores or leave out edges between kept nodes. (A node-scored file is node level whatever its edges say:
+        MIB's own node importance files leave every edge out of the graph.)"""
+        return self.scores is None and (self.edge_scores is not None or bool(self.edges_cut_between_kept_nodes()))
+
+    def edge_masks(self, graph: Any) -> dict[str, torch.Tensor]:
+        """The circuit as edge masks of `graph` (`prunable.granularity.graph`, the model wrapped with
+        granularity='edge'). An edge-level circuit: its edges' `in_graph`. A node circuit: an edge is kept when both
+        its ends are, which ablates each left-out unit for every reader, as unit masks do (under grouped-query
+        attention a group's key / value edge is kept when it is for any query head of the group: the left-out heads
+        of the group are ablated anyway)."""
+        if (self.cfg.n_layers, self.cfg.n_heads, self.cfg.parallel_attn_mlp) != \
+                (graph.num_layers, graph.num_heads, graph.parallel):
+            raise MibFormatError(f"{self.path or 'this circuit'}: its cfg is {self.cfg.n_layers} layers x "
+                                 f"{self.cfg.n_heads} heads (parallel_attn_mlp={self.cfg.parallel_attn_mlp}), but the "
+                                 f"edge graph is {graph.num_layers} x {graph.num_heads} (parallel={graph.parallel}); "
+                                 "the circuit was made for another model.")
+        if self.is_edge_level():
+            values = {name: float(member) for name, member in self.edge_in_graph.items()}
+        else:
+            values = _node_circuit_edges(self._kept_nodes(), graph)
+        try:
+            return {EDGE_KIND: graph.from_mib_edges(values, str(self.path or "circuit")).float()}
+        except ValueError as err:
+            raise MibFormatError(str(err)) from None
+
+
+def _node_circuit_edges(kept: Mapping[str, bool], graph: Any) -> dict[str, float]:
+    """MIB's edges of a node circuit: 1 when both ends are kept; a grouped key / value edge 1 for every query head of
+    its group when it is for one of them (the graph reads one key / value input per group)."""
+    values = {}
+    for name in graph.mib_edge_scores(torch.zeros(graph.num_edges)):
+        parent, _, child = name.partition("->")
+        values[name] = float(kept[parent] and kept[child.split("<")[0]])
+    group = graph.num_heads // graph.num_kv_heads
+    if group == 1:
+        return values
+
+    def key(name: str) -> tuple[str, str, int, str] | None:
+        parent, _, child = name.partition("->")
+        if not child.endswith(("<k>", "<v>")):
+            return None
+        layer, head = child[:-3].split(".h")
+        return parent, layer, int(head) // group, child[-3:]
+
+    best: dict[tuple[str, str, int, str], float] = {}
+    for name, value in values.items():
+        if key(name) is not None:
+            best[key(name)] = max(best.get(key(name), 0.0), value)
+    return {name: best[key(name)] if key(name) is not None else value for name, value in values.items()}
 
 
 def read_mib_circuit(path: str | os.PathLike) -> MibCircuit:

@@ -50,8 +50,10 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
         circuit = read_mib_circuit(path)
         if circuit.scores is None and circuit.edge_scores is not None:
             if graph is None:
-                raise MibFormatError(f"{path} scores edges (an edge-level importance file); rank it on a model "
-                                     "wrapped with PruningConfig(granularity='edge').")
+                raise MibFormatError(f"{path} scores edges (an edge-level importance file), but this model has no "
+                                     "edge masks: rank it on a model wrapped with PruningConfig(granularity='edge') "
+                                     "(command line: circuit --level edge or auto, prune --granularity edge).")
+            _check_edge_file(path, circuit.cfg, graph)
             try:
                 scores = {EDGE_KIND: graph.from_mib_edges(circuit.edge_scores, str(path))}
             except ValueError as err:
@@ -65,6 +67,7 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
         raise PruningError(f"{source}: not a mask artifact folder or a MIB circuit .json file; pass one of those "
                            "(e.g. runs/sp50-seed0, or circuits/importances.json).")
     if shapes is not None:
+        _check_level(source, set(scores), set(shapes))
         for kind, shape in shapes.items():
             if kind not in scores:
                 scores[kind] = torch.full(tuple(shape), float("nan"))
@@ -76,6 +79,28 @@ def load_unit_scores(source: str | os.PathLike, shapes: dict[str, tuple[int, ...
         if extra:
             raise PruningError(f"{source} scores unit kind(s) {extra} this model does not have ({sorted(shapes)}).")
     return scores
+
+
+def _check_edge_file(path: Path, cfg: Any, graph: Any) -> None:
+    """An edge file's cfg against the model's graph: a file of a larger model holds every edge name of a smaller one,
+    so the names alone would accept it."""
+    if (cfg.n_layers, cfg.n_heads, cfg.parallel_attn_mlp) != (graph.num_layers, graph.num_heads, graph.parallel):
+        raise MaskShapeError(f"{path}: the edge file's cfg is {cfg.n_layers} layers x {cfg.n_heads} heads (parallel_"
+                             f"attn_mlp={cfg.parallel_attn_mlp}), but this model's edge graph is {graph.num_layers} x "
+                             f"{graph.num_heads} (parallel={graph.parallel}); the file was made for another model.")
+
+
+def _check_level(source: Any, kinds: set[str], model_kinds: set[str]) -> None:
+    """A node ranking (heads, MLP blocks) on a model with edge masks, or an edge ranking on one with unit masks,
+    refused with the level to wrap the model at."""
+    if kinds == {EDGE_KIND} and EDGE_KIND not in model_kinds:
+        raise PruningError(f"{source} ranks edges, but this model's masks are {sorted(model_kinds)} (not edges): "
+                           "rank it on a model wrapped with PruningConfig(granularity='edge') (command line: circuit "
+                           "--level edge or auto, prune --granularity edge).")
+    if model_kinds == {EDGE_KIND} and kinds and EDGE_KIND not in kinds:
+        raise PruningError(f"{source} ranks {sorted(kinds)} (a node-level ranking), but this model has edge masks: "
+                           "rank it on a model wrapped with PruningConfig(granularity='unit') (command line: circuit "
+                           "--level node or auto, prune --granularity unit).")
 
 
 def _artifact_scores(path: Path) -> dict[str, Any]:

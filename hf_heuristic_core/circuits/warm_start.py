@@ -81,7 +81,8 @@ def warm_start_logits(prunable: Any, scores: Mapping[str, Any], spread: float = 
 
 def warm_start_from_file(prunable: Any, source: str | os.PathLike, spread: float = DEFAULT_SPREAD) -> dict[str, Any]:
     """`warm_start_logits` with the scores of a MIB importance file or a mask artifact (`sources.load_unit_scores`)."""
-    scores = load_unit_scores(source, prunable.mask_shapes())
+    # An edge-level file maps its MIB edge names onto the edge graph of a model wrapped with edge masks.
+    scores = load_unit_scores(source, prunable.mask_shapes(), getattr(prunable.granularity, "graph", None))
     summary = {"source": str(source), **warm_start_logits(prunable, scores, spread)}
     logger.info("Warm start: mask logits of %d units set from the ranking in %s (center %.3g, spread %.3g).",
                 summary["units_ranked"], source, summary["center"], summary["spread"])

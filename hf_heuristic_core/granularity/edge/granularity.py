@@ -23,7 +23,9 @@ edges' deltas from the residual the model itself carries there:
 An edge mask of ones changes nothing (bit-identical: no reader input is rebuilt). Removing every edge out of a
 writer is the same as ablating that writer as a unit (`granularity='unit'`, same ablation), which the tests check.
 Needs the base model without dropout (PruningTrainer's default; active dropout is refused) and without gradient
-checkpointing (a recomputed layer would record its writers twice; refused).
+checkpointing (a recomputed layer would record its writers twice; refused). `torch.compile` (the blocks, through
+`training.compile.compile_blocks`, or the whole model) gives the eager logits and gradients: traced readers stack
+the deltas instead of reading the buffer, and the data-dependent "every edge kept?" checks break the graph.
 """
 
 from __future__ import annotations
@@ -123,7 +125,13 @@ class _Pass:
         if len(self.deltas) < count:
             raise PruningError(f"edge masks: a reader needs {count} upstream writers but the forward recorded "
                                f"{len(self.deltas)}; a layer ran out of order or was skipped.")
-        return _RemovedEdges.apply((1 - kept).to(self.buffer.dtype), self.buffer[:count], *self.deltas[:count])
+        weights = (1 - kept).to(self.buffer.dtype)
+        if torch.compiler.is_compiling():
+            # Traced, the buffer would be a tensor saved for backward that later writers modify in place (autograd
+            # refuses the backward); stacking is functional, at the memory cost the buffer avoids in eager mode.
+            stacked = torch.stack(self.deltas[:count])
+            return (weights.t() @ stacked.reshape(count, -1)).view(weights.shape[1], *stacked.shape[1:])
+        return _RemovedEdges.apply(weights, self.buffer[:count], *self.deltas[:count])
 
 
 class EdgeGranularity(Granularity):
@@ -300,8 +308,12 @@ class EdgeGranularity(Granularity):
 
 
 def _all_kept(*blocks: torch.Tensor) -> bool:
-    """Every edge of these blocks kept, and no gradient asked of them (attribution differentiates at z = 1)."""
-    return all(not block.requires_grad and bool((block == 1).all()) for block in blocks)
+    """Every edge of these blocks kept, and no gradient asked of them (attribution differentiates at z = 1). A loop,
+    not `all(...)` over a generator: under torch.compile a graph break inside a generator skips the whole frame."""
+    for block in blocks:
+        if block.requires_grad or not bool((block == 1).all()):
+            return False
+    return True
 
 
 # ------------------------------------------------------------------ per-head projections

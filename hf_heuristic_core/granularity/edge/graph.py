@@ -73,11 +73,19 @@ class EdgeGraph:
         residual is parallel when `parallel` is None, read off the count): what a saved edge mask's shape implies."""
         found = [cls(num_layers, num_heads, kv, flag) for kv in range(1, num_heads + 1) if num_heads % kv == 0
                  for flag in ((False, True) if parallel is None else (parallel,))]
-        found = [graph for graph in found if graph.num_edges == num_edges]
-        if len(found) != 1:
-            raise ValueError(f"{num_edges} edges do not identify one graph of {num_layers} layers x {num_heads} heads "
-                             f"({len(found)} match); the masks were made for another model.")
-        return found[0]
+        fitting = [graph for graph in found if graph.num_edges == num_edges]
+        if not fitting:
+            counts = ", ".join(f"{g.num_edges} ({g.num_kv_heads} key/value heads, "
+                               f"{'parallel' if g.parallel else 'sequential'})" for g in found)
+            raise ValueError(f"{num_edges} edges fit no edge graph of {num_layers} layers x {num_heads} heads (it has "
+                             f"{counts}): the masks were made for another model. Pass the masks made for this "
+                             "model, or the model they were made for.")
+        if len(fitting) > 1:   # e.g. 1 x 4: parallel with 4 key/value heads = sequential with 2
+            kinds = "; ".join(f"{g.num_kv_heads} key/value heads, {'parallel' if g.parallel else 'sequential'}"
+                              for g in fitting)
+            raise ValueError(f"{num_edges} edges fit {len(fitting)} edge graphs of {num_layers} layers x {num_heads} "
+                             f"heads ({kinds}); pass parallel=True/False (the model's residual layout) to choose.")
+        return fitting[0]
 
     def is_grouped(self) -> bool:
         return self.num_kv_heads != self.num_heads
@@ -133,8 +141,13 @@ class EdgeGraph:
         a file that does not (MIB's own attribution of an ungrouped model) is refused, not averaged."""
         names = self.mib_edge_scores(torch.zeros(self.num_edges))
         missing = [name for name in names if name not in values]
-        if missing:
-            raise ValueError(f"{what}: {len(missing)} edge(s) of this model's graph are missing (e.g. {missing[:3]}).")
+        unknown = sorted(set(values) - set(names))
+        if missing or unknown:   # a file of a larger model holds every name of a smaller one: unknown names count
+            raise ValueError(f"{what}: the edge names do not match this model's graph ({self.num_layers} layers x "
+                             f"{self.num_heads} heads, {'parallel' if self.parallel else 'sequential'}): "
+                             f"{len(missing)} of its edges missing (e.g. {missing[:3]}), {len(unknown)} not in it "
+                             f"(e.g. {unknown[:3]}); the values were made for another model. Pass the file made "
+                             "for this model, or the model it was made for.")
         out = torch.zeros(self.num_edges, dtype=torch.float64)
         writers = self.writer_names()
         group = self.num_heads // self.num_kv_heads

@@ -49,6 +49,7 @@ EDGE_FAMILIES: dict[str, EdgeSites] = {"gpt2": _GPT2, **dict.fromkeys(("llama", 
 _POST_LN = ("bert", "roberta", "xlm-roberta", "electra", "camembert", "data2vec-text", "ernie", "mpnet",
             "distilbert", "opt", "bart", "mbart", "marian", "pegasus", "t5", "mt5")
 _SANDWICH = ("gemma2", "gemma3", "gemma3_text", "olmo2")
+_SCALED_RESIDUAL = ("granite", "granitemoe", "granitemoeshared", "granitemoehybrid")
 
 
 def edge_sites(model_type: str | None, config: Any = None) -> EdgeSites:
@@ -64,6 +65,10 @@ def edge_sites(model_type: str | None, config: Any = None) -> EdgeSites:
         raise PruningError(f"{model_type!r} normalises the sum of its heads after attention (sandwich norms), so one "
                            "head's contribution to the stream is not its own output: edge masks are not supported; "
                            "use granularity='unit'.")
+    if model_type in _SCALED_RESIDUAL:
+        raise PruningError(f"{model_type!r} scales what its attention and MLP add to the residual stream "
+                           "(residual_multiplier), so the stream is not the sum of the writers' outputs that edge "
+                           "masks rebuild: edge masks are not supported; use granularity='unit'.")
     raise PruningError(f"Edge masks are not mapped for model type {model_type!r} (supported: "
                        f"{', '.join(sorted(EDGE_FAMILIES))}); each family's norms and q/k/v layout are checked by "
                        "exactness tests before it is listed. Use granularity='unit'.")
