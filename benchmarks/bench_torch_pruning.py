@@ -20,7 +20,7 @@ each tool does.
 Per row: parameters, forward latency (round-robin in one process, ratio ours / theirs; batch 8 x 128 for MiniLM,
 4 x 128 for Llama), max |difference| to the hooked model at real tokens (zero ablation: both tools; mean ablation:
 ours only, Torch-Pruning has no mean ablation), and whether the saved folder reloads with stock
-`AutoModel*.from_pretrained` in this process with the package's patch removed (and, for ours, after import).
+`AutoModel*.from_pretrained` (and, for ours, with the folder's own code: `trust_remote_code=True`).
 
     nice -n 10 python benchmarks/bench_torch_pruning.py [--threads 2] [--llama_layers 8] [--json out.json]
 """
@@ -43,11 +43,6 @@ import torch_pruning as tp
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from hf_heuristic_core import PrunableModel, PruningConfig, save_slim
-from hf_heuristic_core.export.autoload import (
-    AUTOLOAD_MODEL_TYPES,
-    register_autoload,
-    unregister_autoload,
-)
 from hf_heuristic_core.export.latency import round_robin_latency
 from hf_heuristic_core.export.slim import parameter_count
 from hf_heuristic_core.offline_models import minilm_path, smollm2_gguf
@@ -136,27 +131,24 @@ def real_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
 
 
 def stock_reload(model, folder: Path, batch, reference, auto_class, slim: bool) -> dict:
-    """Whether a saved folder reloads with stock from_pretrained (patch removed), and its outputs then."""
+    """Whether a saved folder reloads with stock from_pretrained, and its outputs then; a slim folder that does not
+    is loaded again with its own modeling code (`trust_remote_code=True`)."""
     if slim:
         save_slim(model, folder)
     else:
         model.save_pretrained(folder)
-    unregister_autoload()
     try:
         loaded = auto_class.from_pretrained(folder).eval()
         result = {"stock": "loads", "max_diff": real_diff(output_of(loaded, batch), reference,
                                                           batch["attention_mask"])}
     except Exception as err:   # noqa: BLE001 - the row states what failed
         result = {"stock": f"fails: {type(err).__name__}: {str(err).splitlines()[-1][:160]}"}
-    finally:
-        for model_type in AUTOLOAD_MODEL_TYPES:
-            register_autoload(model_type)
     if slim and result["stock"] != "loads":
         try:
-            loaded = auto_class.from_pretrained(folder).eval()
-            result["after_import"] = real_diff(output_of(loaded, batch), reference, batch["attention_mask"])
+            loaded = auto_class.from_pretrained(folder, trust_remote_code=True).eval()
+            result["remote_code"] = real_diff(output_of(loaded, batch), reference, batch["attention_mask"])
         except Exception as err:   # noqa: BLE001
-            result["after_import"] = f"fails: {type(err).__name__}"
+            result["remote_code"] = f"fails: {type(err).__name__}"
     return result
 
 

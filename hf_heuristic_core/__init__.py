@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import _autoload_hook, _compat
+from . import _compat
 from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
@@ -67,8 +67,6 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 _compat.install(__name__)
-# uneven slim folders of the Llama family through AutoModel*.from_pretrained (export.autoload)
-_autoload_hook.install()
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

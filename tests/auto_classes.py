@@ -143,7 +143,7 @@ def _pristine(row: Row, attn_implementation: str | None = None) -> nn.Module:
         model = module_once(f"auto-class-{row.id}-{attn_implementation}", lambda: _construct(row, attn_implementation))
     else:
         model = module_once(f"auto-class-{row.id}", lambda: _construct(row))
-    # what from_pretrained / from_config do to every model (the slim autoload retargets the output recorders); a
+    # what from_pretrained / from_config do to every model (they retarget the output recorders); a
     # directly constructed or loaded model gets the same, so no row depends on what the process built before it
     patch_output_recorders(model)
     return model

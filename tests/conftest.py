@@ -3,8 +3,11 @@ fixtures."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 # Shared test helpers (tiny_models.py) live beside this file; test modules import them by name.
@@ -12,6 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Remote code of slim folders (trust_remote_code) is copied into this cache: one per test process, so two xdist
+# workers never write the same cached module, and the user's cache is left alone.
+_MODULES_CACHE = tempfile.mkdtemp(prefix="hf-modules-")
+os.environ["HF_MODULES_CACHE"] = _MODULES_CACHE
+atexit.register(shutil.rmtree, _MODULES_CACHE, ignore_errors=True)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -154,7 +154,8 @@ def export_command(argv: Sequence[str]) -> int:
     if summary["stock"]:
         print("load it with plain transformers: AutoModelFor*.from_pretrained(dir)")
     else:
-        print("load it with: from hf_heuristic_core import load_slim; load_slim(dir)")
+        print("load it with transformers and the folder's own code: AutoModelFor*.from_pretrained(dir, "
+              "trust_remote_code=True); or: from hf_heuristic_core import load_slim; load_slim(dir)")
     if summary.get("hub_repo"):
         print(f"pushed to the Hub: {summary['hub_repo']}")
     return 0

@@ -18,30 +18,21 @@ Which rows and columns a unit owns (fused qkv offsets, fused gate|up, GPT-2's tr
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
-from ..architectures.ownership import ATTENTION_ROLES, MLP_ROLES, LayerOwnership, is_transposed, weight_out_in
+from ..architectures.ownership import (
+    ATTENTION_ROLES,
+    MLP_ROLES,
+    LayerOwnership,
+    is_transposed,
+    weight_out_in,
+)
 from ..architectures.registry import ArchitectureMap
 from .plan import LayerLayout
+from .slim_modeling import BiasOnlyLinear, set_module_attribute
 
 __all__ = ["ATTENTION_ROLES", "MLP_ROLES", "BiasOnlyLinear", "rebuild_layer", "role_modules"]
-
-
-class BiasOnlyLinear(nn.Linear):
-    """An `nn.Linear` with no input features (an MLP with no neuron left): its output is its bias at every position,
-    returned as a broadcast view. A stock zero-width Linear computes the same values with two full passes (scale the
-    bias, copy it into a fresh `[tokens, hidden]` buffer), which on a busy multi-threaded CPU cost about as much as
-    the layer's LayerNorm; the residual add that follows materializes the view anyway. Same parameters and state
-    dict keys as the Linear it replaces, so saving and plain `from_pretrained` reloads are unchanged."""
-
-    def reset_parameters(self) -> None:
-        """Nothing to draw: the parameters always come from the Linear this one replaces."""
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return self.bias.expand(*input.shape[:-1], self.out_features)
 
 
 def _bias_only_if_empty(layer: nn.Module, path: str) -> None:
@@ -139,7 +130,7 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
               "kv_heads": len(layout.kv_slots), "group_size": layout.group_size}
     attention = layer.get_submodule(slim.attention_module)
     for attribute, what in slim.attention_attrs:
-        _set_attention_attribute(attention, attribute, values[what])
+        set_module_attribute(attention, attribute, values[what])
 
     # MLP block: gone entirely, its mean (or nothing) left as the output projection's bias
     if not layout.keep_mlp:
@@ -157,23 +148,6 @@ def rebuild_layer(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,
     _bias_only_if_empty(layer, paths.mlp_output)
     _bias_only_if_empty(layer, paths.attention_output)   # a layer that kept no head (and no placeholder)
     return tuple(role for role in (*ATTENTION_ROLES, *MLP_ROLES) if role in added)
-
-
-def _set_attention_attribute(attention: nn.Module, attribute: str, value: int) -> None:
-    """Set a head-count attribute the attention's forward reads. `config.<name>`: on a copy of the config that this
-    attention alone holds (the model's config keeps the original counts; other layers may keep other widths)."""
-    if attribute.startswith("config."):
-        name = attribute[len("config."):]
-        config = getattr(attention, "config", None)
-        if config is None:
-            return
-        if not getattr(attention, "_slim_own_config", False):
-            config = copy.copy(config)
-            attention.config = config
-            attention._slim_own_config = True
-        setattr(config, name, value)
-    elif hasattr(attention, attribute):
-        setattr(attention, attribute, value)
 
 
 def _slice_neurons(layer: nn.Module, paths: ArchitectureMap, layout: LayerLayout,

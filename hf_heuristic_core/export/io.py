@@ -22,10 +22,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..architectures.resolve import resolve_architecture
 from ..config import CONFIG_NAME as MASK_CONFIG_NAME
 from ..errors import ArtifactError, ExportError
 from ..io_utils import ordinary_permissions, swap_folder
-from .autoload import loads_after_import, restore_stock_classes, write_per_layer_schema
+from .per_layer import write_per_layer_schema
+from .remote_code import MODELING_FILE, layout_record, write_remote_code
 from .shrink import shrink_notes
 from .slim import SLIM_KEY, parameter_count, rebuild_to_layout, slim_info
 
@@ -47,15 +49,16 @@ def slim_card_text(model: nn.Module) -> str:
                 "", 'model = AutoModel.from_pretrained("<this repo or folder>")']
         how = ("Every layer has the same widths and the config states them, so this folder loads with plain "
                "`transformers` (`AutoModelFor*.from_pretrained`); hf_heuristic_core is not needed.")
-    elif loads_after_import(info):
-        load = ["import hf_heuristic_core  # registers the per-layer layers with transformers' patch mapping",
-                "from transformers import AutoModel  # or the task class, e.g. " + cls,
-                "", 'model = AutoModel.from_pretrained("<this repo or folder>")',
-                "# or: model = hf_heuristic_core.load_slim(\"<this repo or folder>\")"]
-        how = ("Layers differ in width, which a stock config cannot state, so the config keeps the original shapes "
-               "plus the per-layer layout (and the widths in transformers' `per_layer_config` schema). After "
-               "`import hf_heuristic_core`, `AutoModelFor*.from_pretrained` builds each layer to its recorded "
-               "layout; without the import, plain `from_pretrained` refuses its weight shapes.")
+    elif "modules" in info:
+        load = ["from transformers import AutoModel  # or the task class, e.g. " + cls,
+                "", 'model = AutoModel.from_pretrained("<this repo or folder>", trust_remote_code=True)',
+                "# or, with hf_heuristic_core installed: hf_heuristic_core.load_slim(\"<this repo or folder>\")"]
+        how = (f"Layers differ in width (or the config cannot state the head width or a needed bias), which a stock "
+               f"config cannot say, so the config keeps the original shapes plus the per-layer layout, and the folder "
+               f"carries its own modeling code (`{MODELING_FILE}`, torch and transformers only): "
+               "`AutoModelFor*.from_pretrained(..., trust_remote_code=True)` builds each layer to its recorded shapes "
+               "before the weights load; hf_heuristic_core is not needed. Without `trust_remote_code=True`, "
+               "`from_pretrained` refuses the weight shapes.")
     else:
         load = ["from hf_heuristic_core import load_slim", "", 'model = load_slim("<this repo or folder>")']
         how = ("Layers differ in width (or the architecture's config cannot state the head width or a needed bias), "
@@ -88,14 +91,15 @@ def slim_card_text(model: nn.Module) -> str:
 def _loads_with(info: dict[str, Any]) -> str:
     if info["stock"]:
         return "plain transformers"
-    if loads_after_import(info):
-        return "`AutoModel*.from_pretrained` after `import hf_heuristic_core`, or hf_heuristic_core.load_slim"
+    if "modules" in info:
+        return "`AutoModel*.from_pretrained(..., trust_remote_code=True)` (the folder's own code), or load_slim"
     return "hf_heuristic_core.load_slim"
 
 
 # Files a slim export writes (save_pretrained + card); a folder of only these (plus hidden files and the run record)
 # is a previous export that a new one may replace as a whole.
 SLIM_FILES = re.compile(r"^(config\.json|generation_config\.json|README\.md|model(-\d+-of-\d+)?\.safetensors|"
+                        r"modeling_hf_heuristic_core_slim\.py|"
                         r"model\.safetensors\.index\.json|hf_heuristic_core_run\.json|"
                         r"tokenizer\.json|tokenizer_config\.json|special_tokens_map\.json|added_tokens\.json|"
                         r"vocab\.txt|vocab\.json|merges\.txt|tokenizer\.model|spiece\.model|"
@@ -161,6 +165,9 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
         if clashing:
             raise ExportError(f"{target} holds another model's or artifact's files ({', '.join(clashing[:6])}); the "
                               "slim model's files would mix with them. Choose another (or an empty) folder.")
+    info = slim_info(model)
+    if not info["stock"] and "modules" not in info:   # reloaded from a folder saved before folders carried code
+        info.update(layout_record(model, resolve_architecture(model).paths))
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
@@ -168,6 +175,8 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
         if tokenizer is not None:
             tokenizer.save_pretrained(temp)
         write_per_layer_schema(temp / MODEL_CONFIG_NAME)
+        if not info["stock"]:
+            write_remote_code(temp, info["model_type"], temp / MODEL_CONFIG_NAME)
         (temp / "README.md").write_text(slim_card_text(model))
         ordinary_permissions(temp)
         if state == "other":   # overwrite: file by file, each replaced atomically, nothing else touched
@@ -177,12 +186,22 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
             if target.exists():
                 for path in target.iterdir():   # keep the run record and hidden files (a lock) across the swap
                     if path.is_file() and (path.name.startswith(".") or path.name == "hf_heuristic_core_run.json"):
-                        shutil.copy2(path, temp / path.name)
+                        _keep(path, temp / path.name)
             swap_folder(temp, target)
     finally:
         if temp.exists():
             shutil.rmtree(temp, ignore_errors=True)
     return target
+
+
+def _keep(path: Path, destination: Path) -> None:
+    """Carry `path` into the folder that replaces its own: as a hard link (the same file, so the operating-system lock
+    a running claim holds on `.hf_heuristic_core.lock` stays held after the swap; a copy would be a new, unlocked
+    file), or as a copy where links are not possible."""
+    try:
+        os.link(path, destination)
+    except OSError:
+        shutil.copy2(path, destination)
 
 
 def _read_config(directory: Path) -> dict[str, Any]:
@@ -232,7 +251,6 @@ def load_slim(dir_or_repo_id: str | os.PathLike, model_class: Any = None, **hub_
     if info.get("stock"):
         return model_class.from_pretrained(directory).eval()
     config = transformers.AutoConfig.from_pretrained(directory)
-    restore_stock_classes()   # a failed from_pretrained elsewhere in this process may have left our stand-ins
     model = model_class(config)
     rebuild_to_layout(model, info)
     state = _state_dict(directory)

@@ -6,15 +6,17 @@ ablated units' means folded into biases (`export.fold`), and the result is a mod
 both sliced; a neuron export keeps every head. Its
 config records the per-layer layout and where the masks came from under `SLIM_KEY`.
 
-Two ways to reload a saved slim folder:
+How a saved slim folder reloads:
 
 - **Stock**: when every layer has the same head, key/value-head and MLP widths and the config can say so (Llama-style
   configs with an explicit `head_dim`; bias flags where a folded mean needs a bias), the config is rewritten to those
   counts, and `AutoModelFor*.from_pretrained(dir)` loads it without this package. Decided by instantiating the stock
   class from the rewritten config on the meta device and comparing every parameter's name and shape.
-- **`load_slim(dir)`** otherwise (per-layer widths, BERT / GPT-2 whose head width is `hidden / heads`, Qwen2 /
-  Mistral whose output projections cannot have a bias): the config keeps the original shapes, `load_slim` builds
-  that model, rebuilds its layers to the recorded layout and loads the weights.
+- **With the folder's own code** otherwise (per-layer widths, BERT / GPT-2 whose head width is `hidden / heads`,
+  Qwen2 / Mistral whose output projections cannot have a bias): the config keeps the original shapes plus the
+  layout and the shapes the export gave each module (`remote_code.layout_record`); `save_slim` writes the modeling
+  code that applies them (`AutoModelFor*.from_pretrained(dir, trust_remote_code=True)`, no import of this
+  package), and `load_slim` rebuilds the layers from the layout itself.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ..granularity import get_granularity
 from ..granularity.base import OwnedUnits, UnitSizes
 from .fold import ATTENTION_ROLES, MLP_ROLES, rebuild_layer, role_modules
 from .plan import LayerLayout, is_uniform, plan_layers
+from .remote_code import layout_record
 
 __all__ = ["SLIM_FORMAT", "SLIM_KEY", "cache_length_layers", "check_uniform", "export_slim", "forget_hook_marks",
            "full_width_attention", "num_kv_heads", "parameter_count",
@@ -163,6 +166,8 @@ def export_slim(prunable: Any, masks: Mapping[str, Any] | None = None, ablation:
                    "base_model_revision": prunable.pruning_config.base_model_revision,
                    "means": dict(prunable.means_info) if ablation == "mean" else None},
         "parameters": {"original": parameter_count(hf_original), "slim": parameter_count(model)},
+        # what the folder's own modeling code applies (remote_code); a stock folder needs none
+        **({} if refusal is None else layout_record(model, paths)),
     })
     model.train(hf_original.training)
     return model

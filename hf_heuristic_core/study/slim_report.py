@@ -27,7 +27,7 @@ from ..tokenizer_loading import load_tokenizer
 from ..architectures.registry import ARCHITECTURES
 from ..batching import LABEL_KEYS, iterate_batches, model_input_names
 from ..data.spec import eval_sets_from_spec
-from ..evaluation.subnetwork import _collapse, _labels_of, _should_collapse
+from ..evaluation.subnetwork import collapse_predictions, labels_of, should_collapse
 
 __all__ = ["choose_run", "slim_report_for_runs", "slim_report_lines", "study_slim_report"]
 
@@ -35,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 # fp32 logits of a slim model and its hooked subnetwork differ only by float rounding (the folds run in float64).
 EXACT_ATOL = 1e-4
+
+
+# how a slim folder that no stock config states loads (export/remote_code.py)
+_OWN_CODE = "transformers and the folder's own code (`trust_remote_code=True`), or hf_heuristic_core.load_slim"
 
 
 def choose_run(runs_dir: str | Path, sparsity: float = 0.5) -> Path | None:
@@ -68,7 +72,7 @@ def _compare(prunable: Any, slim: torch.nn.Module, data: Any, collate_fn: Any, b
         max_diff = max(max_diff, float((hooked - ours).abs().max()))
         hooked_pred.append(hooked.argmax(-1).cpu())
         slim_pred.append(ours.argmax(-1).cpu())
-        label = _labels_of(batch)
+        label = labels_of(batch)
         if label is not None:
             labels.append(label.cpu())
     hooked_all, slim_all = torch.cat(hooked_pred), torch.cat(slim_pred)
@@ -77,8 +81,8 @@ def _compare(prunable: Any, slim: torch.nn.Module, data: Any, collate_fn: Any, b
     if labels:
         gold = torch.cat(labels)
         num_labels = getattr(prunable.config, "num_labels", None) or 0
-        if _should_collapse("auto", "", num_labels, gold):   # as evaluate_subnetwork scores HANS-style sets
-            hooked_all, slim_all = _collapse(hooked_all, 0), _collapse(slim_all, 0)
+        if should_collapse("auto", "", num_labels, gold):   # as evaluate_subnetwork scores HANS-style sets
+            hooked_all, slim_all = collapse_predictions(hooked_all, 0), collapse_predictions(slim_all, 0)
         # correct / count in Python floats, as evaluate_subnetwork computes it, so the two compare exactly
         entry["hooked_accuracy"] = int((hooked_all == gold).sum()) / gold.numel()
         entry["slim_accuracy"] = int((slim_all == gold).sum()) / gold.numel()
@@ -222,7 +226,7 @@ def slim_report_lines(report: Mapping[str, Any] | None) -> list[str]:
               f"{report['realized_sparsity']:.3f}: {report['heads_kept']} heads, {report['mlps_kept']} MLP blocks "
               f"kept) with the pruned units physically removed and their {report['ablation']} outputs folded into "
               f"biases (`export_slim`); it loads with "
-              f"{'plain transformers' if report['loads_with_plain_transformers'] else 'hf_heuristic_core.load_slim'}."),
+              f"{'plain transformers' if report['loads_with_plain_transformers'] else _OWN_CODE}."),
               "",
               "| | full model | hooked subnetwork | slim model |", "|---|---|---|---|",
               (f"| parameters | {params['full']:,} | {params['full']:,} (+ masks) | {params['slim']:,} "

@@ -159,12 +159,12 @@ def test_uniform_llama_layout_loads_with_plain_automodel(ablation, tmp_path):
     assert "plain transformers" in (tmp_path / "slim" / "README.md").read_text()
 
 
-def test_non_uniform_llama_folder_loads_with_automodel_after_import(tmp_path):
-    """Since #26 the package's import lets AutoModel build uneven Llama-family layers (export.autoload); a process
-    without the package still refuses the folder (test_export_autoload.py, in a subprocess)."""
+def test_non_uniform_llama_folder_loads_with_its_own_code(tmp_path):
+    """An uneven Llama folder carries its modeling code (export/remote_code.py); every slim type and a process that
+    cannot import the package: test_export_remote_code.py."""
     prunable, batch = _wrapped("llama", "zero")
     save_slim(prunable.export_slim(), tmp_path / "slim")
-    auto = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim")
+    auto = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "slim", trust_remote_code=True)
     assert torch.equal(_logits(auto, batch), _logits(load_slim(tmp_path / "slim"), batch))
 
 
