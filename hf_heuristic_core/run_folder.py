@@ -5,8 +5,11 @@ A command claims its output folder before any model or data is loaded (`claim_ou
 
 - **writable:** the folder is created and a lock file written into it; a read-only folder fails here, not after the
   run;
-- **one writer at a time:** the lock file holds the writer's pid, host and process start time. A second run into the
-  same folder refuses while the first is alive; a lock whose process is gone (same host) is stale and taken over;
+- **one writer at a time:** the hidden lock file `.hf_heuristic_core.lock` is locked by the operating system
+  (`filelock`). A second run into the same folder refuses while the first runs; the lock goes when its process
+  does, however it ends (a SIGKILL too), so nothing stale is left to detect or delete. The run that created the
+  file removes it at release; a killed run's file stays, unlocked (as does the pid record earlier versions wrote,
+  which is ignored);
 - **whose files:** `hf_heuristic_core_run.json` records the command (its *kind*) and the settings that decide its
   result. A folder holding another kind's run, a run with other settings, or files that no run of ours recorded is
   refused, naming what is there (and the differences), unless `overwrite=True` (`--overwrite_output_dir`). The same
@@ -26,12 +29,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from .errors import UsageError
 from .io_utils import atomic_write_text
@@ -110,66 +114,42 @@ def settings_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _process_start(pid: int) -> str | None:
-    """The start time of `pid` in clock ticks since boot (Linux), which tells a reused pid from the original."""
+def _acquire(folder: Path) -> tuple[FileLock, bool]:
+    """Take `folder`'s lock without waiting (a second run refuses at once instead of queueing behind the first);
+    returns it and whether this run created its file. An operating-system lock (`filelock`: flock, or where a file
+    system has none filelock's own marker with its own check of a dead holder): it goes with its process, however
+    that ends, so a killed run leaves nothing that blocks. The file's contents (the pid record earlier versions
+    wrote) are never read."""
+    path = folder / LOCK_NAME
+    created = not path.exists()
+    lock = FileLock(path, thread_local=False)   # one claim per process, released from any thread
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[-1].split()[19]
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise OutputFolderError(
+            f"{folder} is being written by another run (it holds the lock {path}); wait for it to finish or choose "
+            "another output folder. The lock is released when that run ends, even if it is killed: there is nothing "
+            "to delete.") from None
+    except OSError as err:
+        raise _not_writable(folder, err) from err
+    return lock, created
 
 
-def _alive(pid: int, started: str | None) -> bool:
+def _release(lock: FileLock, created: bool, remove_folder: bool) -> None:
+    """Drop `lock`. The file this run created is removed first, while still held, so a run leaves no file it did
+    not write (a run that opened it just before is refused, not let in: filelock 4 takes no lock on a file that has
+    lost its name); with `remove_folder`, so is the folder if it is then empty. A killed run's file stays, unlocked."""
+    path = Path(lock.lock_file)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # someone else's live process
-        return True
-    now = _process_start(pid)
-    return started is None or now is None or now == started
-
-
-def _held_by(lock: Path) -> dict[str, Any] | None:
-    """The lock's holder, or None when the lock is stale (its process is gone) or unreadable and old."""
-    try:
-        holder = json.loads(lock.read_text())
-    except (OSError, ValueError):
-        try:   # being written this very moment, or garbage: garbage older than a minute is stale
-            return None if time.time() - lock.stat().st_mtime > 60 else {"pid": "?", "host": "?", "since": "?"}
-        except OSError:
-            return None
-    if holder.get("host") != socket.gethostname():
-        return holder   # another machine's process cannot be checked from here
-    pid = holder.get("pid")
-    return holder if isinstance(pid, int) and _alive(pid, holder.get("process_start")) else None
-
-
-def _acquire(folder: Path, kind: str) -> Path:
-    lock = folder / LOCK_NAME
-    text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "kind": kind,
-                       "process_start": _process_start(os.getpid()),
-                       "since": time.strftime("%Y-%m-%d %H:%M:%S")})
-    for _ in range(3):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = _held_by(lock)
-            if holder is None:
-                logger.warning("%s: removing the stale lock of a run that is gone (%s).", folder, lock.name)
-                lock.unlink(missing_ok=True)
-                continue
-            raise OutputFolderError(
-                f"{folder} is being written by another run (pid {holder.get('pid')} on {holder.get('host')}, "
-                f"{holder.get('kind', 'a run')} since {holder.get('since')}); wait for it to finish or choose another "
-                f"output folder. If that run is gone, delete {lock}.") from None
-        except OSError as err:
-            raise _not_writable(folder, err) from err
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        return lock
-    raise OutputFolderError(f"Could not take the lock {lock}; another run keeps taking it. Choose another output "
-                            "folder.")
+        if created:
+            path.unlink(missing_ok=True)
+        if remove_folder:
+            try:
+                path.parent.rmdir()
+            except OSError:
+                pass   # something was written, or someone else's hidden files: the folder stays
+    finally:
+        lock.release()
 
 
 def _not_writable(folder: Path, err: OSError) -> OutputFolderError:
@@ -187,8 +167,11 @@ class OutputClaim:
     `finish(**info)` marks the run finished in its record (a folder whose run never finished is an unfinished input
     for export and analyses)."""
 
-    def __init__(self, folder: Path, kind: str, settings: dict[str, Any], lock: Path, existed: bool = True) -> None:
-        self.folder, self.kind, self.settings, self._lock = folder, kind, settings, lock
+    def __init__(self, folder: Path, kind: str, settings: dict[str, Any], lock: FileLock,
+                 existed: bool = True, created_lock_file: bool = False) -> None:
+        self.folder, self.kind, self.settings = folder, kind, settings
+        self._lock: FileLock | None = lock
+        self._created_lock_file = created_lock_file   # True: release removes the lock file again
         self.record: dict[str, Any] = {}
         self.existed = existed   # False: the claim created the folder, and removes it again if nothing was written
         self.finished = False
@@ -211,30 +194,34 @@ class OutputClaim:
         self.finished = True
 
     def release(self) -> None:
-        """Drop the lock. A run that did not finish and wrote no file (folders it made but left empty do not count)
-        leaves the folder as it found it: the empty folders it made are removed, the previous run's record is put
-        back, or (no previous record) its own record is removed with the folder itself when the claim created it. So
-        a run that failed before writing does not leave a claim that refuses the corrected re-run."""
-        if self._lock is not None:
-            self._lock.unlink(missing_ok=True)
-            self._lock = None
-        if self.finished or not self.folder.is_dir() or _snapshot(self.folder) != self.snapshot:
+        """Give the folder back, then drop the lock (so no other run sees it half given back). A run that did not
+        finish and wrote no file (folders it made but left empty do not count) leaves the folder as it found it: the
+        empty folders it made are removed, the previous run's record is put back, or (no previous record) its own
+        record is removed with the folder itself when the claim created it. So a run that failed before writing does
+        not leave a claim that refuses the corrected re-run."""
+        lock, self._lock = self._lock, None
+        if lock is None:
             return
+        given_back = False
+        try:
+            given_back = self._give_back()
+        finally:
+            _release(lock, self._created_lock_file, remove_folder=given_back and not self.existed)
+
+    def _give_back(self) -> bool:
+        """Undo the claim's record and empty folders when the run finished nothing and wrote no file (True then)."""
+        if self.finished or not self.folder.is_dir() or _snapshot(self.folder) != self.snapshot:
+            return False
         for folder in sorted(_subfolders(self.folder) - self.folders, key=lambda p: len(p.parts), reverse=True):
             try:
                 folder.rmdir()
             except OSError:
                 pass   # not empty after all (hidden files): it stays
-        if self.previous is not None:
-            if read_record(self.folder) != self.previous:   # a refused claim never wrote one: nothing to put back
-                atomic_write_text(self.folder / RECORD_NAME, json.dumps(self.previous, indent=2) + "\n")
-            return
-        (self.folder / RECORD_NAME).unlink(missing_ok=True)
-        if not self.existed:
-            try:
-                self.folder.rmdir()
-            except OSError:
-                pass   # hidden files of someone else's: the folder stays
+        if self.previous is None:
+            (self.folder / RECORD_NAME).unlink(missing_ok=True)
+        elif read_record(self.folder) != self.previous:   # a refused claim never wrote one: nothing to put back
+            atomic_write_text(self.folder / RECORD_NAME, json.dumps(self.previous, indent=2) + "\n")
+        return True
 
     def __enter__(self) -> "OutputClaim":
         return self
@@ -339,8 +326,8 @@ def claim_output_dir(output_dir: str | os.PathLike, kind: str, settings: Mapping
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise _not_writable(folder, err) from err
-    lock = _acquire(folder, kind)
-    claim = OutputClaim(folder, kind, dict(settings), lock, existed)
+    lock, created = _acquire(folder)
+    claim = OutputClaim(folder, kind, dict(settings), lock, existed, created)
     try:
         problem = _ownership_problem(folder, kind, dict(settings), legacy_settings, own_files)
         if problem and not overwrite:
@@ -408,18 +395,16 @@ class FolderLock:
     def __init__(self, output_dir: str | os.PathLike, kind: str, flag: str = "--output_dir") -> None:
         self._existed = _resolved(output_dir).exists()
         self.folder = check_writable(output_dir, flag)
-        self._lock: Path | None = _acquire(self.folder, kind)
+        self.kind = kind
+        lock, self._created_lock_file = _acquire(self.folder)
+        self._lock: FileLock | None = lock
 
     def release(self) -> None:
-        """Drop the lock; a folder the lock created and nothing was written into is removed again."""
-        if self._lock is not None:
-            self._lock.unlink(missing_ok=True)
-            self._lock = None
-            if not self._existed:
-                try:
-                    self.folder.rmdir()
-                except OSError:
-                    pass   # something was written: it stays
+        """Drop the lock; a folder the lock created and nothing was written into is removed again (before the lock
+        is dropped, so no other run's files are in it)."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            _release(lock, self._created_lock_file, remove_folder=not self._existed)
 
     def __enter__(self) -> "FolderLock":
         return self

@@ -264,8 +264,7 @@ WRITERS = {   # command -> (argv with OUT for the output folder, the kind it rec
 @pytest.mark.parametrize("command", sorted(WRITERS))
 def test_every_writer_refuses_a_foreign_or_locked_folder_before_any_work(command, tiny, finished, tmp_path,
                                                                            capsys):
-    import os
-    import socket
+    from filelock import FileLock
     argv, kind = WRITERS[command]
     fill = {"{model}": str(tiny / "model"), "{data}": str(tiny / "train.jsonl"), "{masks}": str(finished)}
     out = tmp_path / "out"
@@ -275,20 +274,17 @@ def test_every_writer_refuses_a_foreign_or_locked_folder_before_any_work(command
     assert main(command_line) == 2
     assert f"is not empty and no run of {kind!r} recorded its files (notes.txt)" in _error(capsys)
     (out / "notes.txt").unlink()
-    (out / ".hf_heuristic_core.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                             "kind": "prune", "since": "now"}))
-    assert main(command_line) == 2
+    with FileLock(out / ".hf_heuristic_core.lock"):   # another run holds the folder's lock
+        assert main(command_line) == 2
     assert "is being written by another run" in _error(capsys)
 
 
 def test_effective_size_takes_the_lock_of_the_run_it_writes_into(tmp_path, capsys):
-    import os
-    import socket
+    from filelock import FileLock
     run = tmp_path / "finetune"
     (run / "checkpoint-2").mkdir(parents=True)
-    (run / ".hf_heuristic_core.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                             "kind": "effective-size", "since": "now"}))
-    assert main(["effective-size", str(run), "--id_eval", "generated"]) == 2
+    with FileLock(run / ".hf_heuristic_core.lock"):   # another effective-size run holds the folder's lock
+        assert main(["effective-size", str(run), "--id_eval", "generated"]) == 2
     assert "is being written by another run" in _error(capsys)
 
 
