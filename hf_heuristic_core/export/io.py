@@ -243,8 +243,9 @@ def load_slim(dir_or_repo_id: str | os.PathLike, model_class: Any = None, **hub_
         raise ExportError(f"{directory} holds a model that was not exported by hf_heuristic_core (no "
                           f"'{SLIM_KEY}' in its config.json); load it with AutoModel*.from_pretrained.")
     names = raw.get("architectures") or []
-    if model_class is None:
-        model_class = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
+    if model_class is None:   # a folder saved from a model its own code built names `Slim<stock class>`
+        stock = [n for name in names for n in (name, name.removeprefix("Slim"))]
+        model_class = next((getattr(transformers, n) for n in stock if hasattr(transformers, n)), None)
     if model_class is None:
         raise ExportError(f"{directory}/config.json names no transformers model class ({names}); pass "
                           "load_slim(dir, model_class=...).")

@@ -148,6 +148,21 @@ def test_remote_code_builds_the_same_model_as_load_slim(exported, case):
     assert _real(ours - data["hooked"], batch["attention_mask"]) <= 1e-5   # and the hooked subnetwork's
 
 
+def test_a_model_its_own_code_built_saves_and_reloads_both_ways(exported, tmp_path):
+    """save_pretrained of a model built by the folder's code names `Slim<class>`; load_slim reads that folder, and
+    save_slim of that model writes a folder that loads both ways again."""
+    data = exported[("gpt2", "mean", "unit")]
+    auto = AutoModelForCausalLM.from_pretrained(data["folder"], trust_remote_code=True).eval()
+    auto.save_pretrained(tmp_path / "resaved")
+    save_slim(auto, tmp_path / "slim_again")
+    for folder in (tmp_path / "resaved", tmp_path / "slim_again"):
+        assert json.loads((folder / "config.json").read_text())["architectures"] == ["SlimGPT2LMHeadModel"]
+        for model in (load_slim(folder),
+                      AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()):
+            with torch.no_grad():
+                assert float((model(**data["batch"]).logits - data["expected"]).abs().max()) <= 1e-6
+
+
 def test_a_uniform_folder_stays_code_free(tmp_path):
     prunable = PrunableModel(tiny_model("llama", task="causal_lm", num_layers=2), PruningConfig(ablation="zero"))
     heads = torch.ones(2, prunable.num_heads)
