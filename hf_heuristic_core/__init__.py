@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["EffectiveSizeResults", "track_effective_size"], "search.tracking"),
     "PruningTrainer": "training.trainer",
     "TeacherCache": "training.teacher",
-    "kl_to_teacher": "training.losses",
+    "kl_to_teacher": "losses",
     **dict.fromkeys(["LeporiResult", "invert_masks", "mask_overlap", "performance_drop_table", "sharing_fractions",
                      "specialization_scores", "subtask_test"], "analysis.subtasks"),
     **dict.fromkeys(["ContinuousSparsification"], "relaxations.continuous_sparsification"),
@@ -112,6 +112,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .search.run import ClimbSchedule, EffectiveSizeSearch, search_effective_size
     from .search.settings import SearchSettings
     from .search.tracking import EffectiveSizeResults, track_effective_size
-    from .training.losses import kl_to_teacher
+    from .losses import kl_to_teacher
     from .training.teacher import TeacherCache
     from .training.trainer import PruningTrainer

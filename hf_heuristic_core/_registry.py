@@ -17,6 +17,7 @@ class Registry:
         self.what = what
         self.package = package
         self._entries: dict[str, Any] = dict(builtins)
+        self._builtins = frozenset(builtins)
 
     def register(self, name: str, cls: type) -> type:
         """Add (or replace) an entry; returns `cls`, so it also works as a decorator's body."""
@@ -24,6 +25,12 @@ class Registry:
             raise ValueError(f"A {self.what} name must be a non-empty string, got {name!r}.")
         self._entries[name] = cls
         return cls
+
+    def unregister(self, name: str) -> None:
+        """Remove an entry added with `register` (a test's or a script's own method); built-in entries stay."""
+        if name in self._builtins:
+            raise ValueError(f"{name!r} is a built-in {self.what}; only entries added with register can be removed.")
+        self._entries.pop(name, None)
 
     def names(self) -> list[str]:
         return sorted(self._entries)

@@ -31,7 +31,7 @@ from .granularity.unit.granularity import UnitGranularity
 from .artifact_packing import FIXED_AS_MASK, fixed_as_mask, pack_weight_tensors, unpack_tensors
 from .io_utils import atomic_write_many
 from .run_folder import read_record
-from .training.convergence import verdict_line
+from .verdicts import verdict_line
 
 MASKS_NAME = "masks.safetensors"
 CARD_NAME = "README.md"
@@ -273,9 +273,28 @@ def _looks_like_local_path(name: str) -> bool:
     return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", name) is None
 
 
+def _check_methods_registered(config_file: Path) -> None:
+    """An artifact of a relaxation or granularity registered from outside the package reads only once that method is
+    registered again; say so, rather than calling the file corrupt."""
+    try:
+        raw = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return   # the config reader says what is wrong with the file itself
+    from .granularity import GRANULARITY_SETTINGS
+    from .relaxations import RELAXATION_SETTINGS
+    for field, registry, register in (("relaxation", RELAXATION_SETTINGS, "register_relaxation"),
+                                      ("granularity", GRANULARITY_SETTINGS, "register_granularity")):
+        name = raw.get(field) if isinstance(raw, dict) else None
+        if isinstance(name, str) and name not in registry:
+            raise ArtifactError(f"{config_file} names the {field} {name!r}, which is not registered in this process "
+                                f"(registered: {registry.names()}). Import the module that registers it "
+                                f"({register}({name!r}, ...)) before reading the artifact.")
+
+
 def read_artifact(dir_or_repo_id: str | os.PathLike, **hub_kwargs: Any) -> MaskArtifact:
     """Read an artifact's config, binary masks and tensors without loading any model."""
     directory = resolve_artifact_dir(dir_or_repo_id, **hub_kwargs)
+    _check_methods_registered(directory / CONFIG_NAME)
     try:
         config = PruningConfig.from_pretrained(directory)
     except (ValueError, TypeError) as err:

@@ -7,7 +7,7 @@ A stock `transformers.Trainer` run, with what pruning later needs:
   and AdamW steps of lr 1e-5 on bf16 weights are mostly rounded away;
 - **a padding token** for decoder tokenizers (Llama, SmolLM2, GPT-2 have none; batches of pairs need one), and its
   id in the config (decoder classifiers read the last non-padding token);
-- **checkpoint disk**: the need is checked before the first step (`study.checkpoints`), and every checkpoint but the
+- **checkpoint disk**: the need is checked before the first step (`finetune_checkpoints`), and every checkpoint but the
   newest keeps its weights only (effective size reads nothing else; the newest keeps its resume state);
 - **a final model** in `OUTPUT_DIR/final` with its tokenizer, which `prune --model` takes as it is;
 - **readable files**: transformers 5 writes `model.safetensors` with mode 0600 (through a temp file), which hides
@@ -140,7 +140,7 @@ def finetune(model: Any, args: Any, train_dataset: Any, *, tokenizer: Any, data_
     import transformers
 
     from .io_utils import ordinary_permissions
-    from .study.checkpoints import KeepResumeStateInNewestCheckpoint, check_disk_for_checkpoints
+    from .finetune_checkpoints import KeepResumeStateInNewestCheckpoint, check_disk_for_checkpoints
     steps, every = planned_checkpoints(args, len(train_dataset))
     need = check_disk_for_checkpoints(model, steps, every, args.output_dir)
     logger.info("Fine-tuning will write %d checkpoints, %.1f GiB in all (%.1f GiB available).", need["checkpoints"],

@@ -110,6 +110,11 @@ class MaskState(nn.Module):
         a trainer then re-initializes them from its own seed, so the seed alone decides a run."""
         return self._fresh is not None and self._fresh == self._fingerprint()
 
+    def mark_initialized(self) -> None:
+        """The logits now hold a deliberate start (a warm start written into them): no longer fresh, so a trainer
+        keeps them instead of re-initializing them from its seed."""
+        self._fresh = None
+
     @property
     def device(self) -> torch.device:
         return next(iter(self.forced.buffers())).device

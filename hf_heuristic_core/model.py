@@ -24,14 +24,13 @@ from .architectures.resolve import transformers_model
 from .checkpointing import MaskReplayCheckpointing
 from .config import PruningConfig
 from .errors import MaskPassError, MissingMeansError, PruningError
-from .granularity import get_granularity
 from .granularity.base import Granularity, MaskKind
 from .mask_passes import MaskPasses, modules_holding
 from .mask_state import MaskState
+from .model_setup import build_granularity, check_ablation, load_to_wrap, model_device
 from .relaxations import get_relaxation
 from .relaxations.binarize import check_sparsity
-from .artifacts import (base_model_source, hub_kwargs, load_artifact_into, load_base_model, push_artifact_to_hub,
-    read_artifact, recorded_gguf_file, resolve_artifact_dir, save_artifact, upgrade_mask_state)
+from .artifacts import load_artifact_into, push_artifact_to_hub, read_artifact, save_artifact, upgrade_mask_state
 from .export.slim import export_slim
 
 logger = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         super().__init__()
         config = PruningConfig.from_dict(config.to_dict()) if config is not None else PruningConfig()
         self.model = model
-        self.granularity: Granularity = _build_granularity(model, config)
+        self.granularity: Granularity = build_granularity(model, config)
         self.relaxation = get_relaxation(config.relaxation).from_config(config)
         self.kinds: dict[str, MaskKind] = self.granularity.kinds()
         hf_model = transformers_model(model)
@@ -71,7 +70,7 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner)
         if config.logits_dtype == "bfloat16":   # storage only: the relaxations compute in fp32 (MaskState upcasts)
             self.mask_state.logits.to(torch.bfloat16)
-        device = _model_device(model)
+        device = model_device(model)
         if device is not None:   # a model already on a GPU gets its mask state there (no host copy per draw)
             self.mask_state.to(device)
         self.means_info: dict[str, Any] = {}
@@ -253,7 +252,23 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
     def num_units(self) -> int:
         return self.mask_state.num_units()
 
+    def forget_eval_masks(self) -> None:
+        """Drop the cached deterministic masks, for code that changed logits or fixed masks behind the model's back
+        (attribution, warm starts); the next eval forward computes them again."""
+        self._eval_cache = None
+
     # ------------------------------------------------------------------ switches
+    @property
+    def masks_enabled(self) -> bool:
+        """False inside `masks_disabled()`: a forward now runs the full model."""
+        return self._masks_enabled
+
+    @property
+    def requires_grad_before_wrapping(self) -> dict[str, bool]:
+        """Each base parameter's `requires_grad` before `freeze_base_model` froze it (empty when nothing was frozen):
+        what `unwrap` restores and a slim export gives its copy."""
+        return dict(self._saved_requires_grad or {})
+
     @contextlib.contextmanager
     def masks_disabled(self) -> Iterator["PrunableModel"]:
         """Run the full, unmasked model (the teacher) inside this block."""
@@ -267,7 +282,7 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
     def set_ablation(self, mode: str) -> None:
         """Switch between mean, zero and resample ablation (e.g. at evaluation time)."""
         config = PruningConfig.from_dict({**self.pruning_config.to_dict(), "ablation": mode})
-        _check_ablation(self.granularity, config.ablation)
+        check_ablation(self.granularity, config.ablation)
         self.pruning_config.ablation = config.ablation
 
     @contextlib.contextmanager
@@ -464,56 +479,9 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         `pruning_config` (`base_model_gguf_file`), so its artifact loads again without it, also from a moved or
         copied GGUF folder passed with `masks=` (the recorded file is read when the folder holds it).
         """
-        artifact_dir = resolve_artifact_dir(name_or_path, must_exist=False, **hub_kwargs(hf_kwargs))
-        if artifact_dir is not None and masks is None:
-            saved = PruningConfig.from_pretrained(artifact_dir)
-            if not saved.base_model_name_or_path:
-                raise PruningError(f"The mask artifact at {name_or_path} does not name its base model; load the model "
-                                   "yourself and call PrunableModel(model).load_masks(...).")
-            masks, name_or_path = artifact_dir, base_model_source(saved)
-            if model_class is None and saved.base_model_class:
-                import transformers
-                model_class = getattr(transformers, saved.base_model_class, None)
-            if saved.base_model_gguf_file and "gguf_file" not in hf_kwargs:
-                hf_kwargs = {**hf_kwargs, "gguf_file": saved.base_model_gguf_file}
-            pruning_config = pruning_config or saved.settings_only()
-        elif masks is not None and "gguf_file" not in hf_kwargs:
-            # The base model given by hand (moved, or a copy): the file the artifact records, when the folder holds it
-            recorded = recorded_gguf_file(masks, name_or_path)
-            if recorded:
-                hf_kwargs = {**hf_kwargs, "gguf_file": recorded}
-        model = load_base_model(name_or_path, model_class, artifact=masks, **hf_kwargs)
-        if pruning_config is not None or hf_kwargs.get("gguf_file"):   # what was loaded, not what a config said
-            pruning_config = PruningConfig.from_dict({**(pruning_config or PruningConfig()).to_dict(),
-                                                      "base_model_gguf_file": hf_kwargs.get("gguf_file")})
+        model, pruning_config, masks, load_kwargs = load_to_wrap(name_or_path, pruning_config, masks, model_class,
+                                                                 hf_kwargs)
         wrapped = cls(model, pruning_config)
         if masks is not None:
-            wrapped.load_masks(masks, **hub_kwargs(hf_kwargs))
+            wrapped.load_masks(masks, **load_kwargs)
         return wrapped
-
-
-def _model_device(model: nn.Module) -> torch.device | None:
-    """The device of the model's first real parameter (None for a parameterless or meta model)."""
-    for parameter in model.parameters():
-        if parameter.device.type != "meta":
-            return parameter.device
-    return None
-
-
-def _build_granularity(model: nn.Module, config: PruningConfig) -> Granularity:
-    cls = get_granularity(config.granularity)
-    if cls.relaxations is not None and config.relaxation not in cls.relaxations:
-        raise PruningError(f"The {config.granularity!r} granularity does not support the {config.relaxation!r} "
-                           f"relaxation; choose one of {list(cls.relaxations)}.")
-    _check_ablation(cls, config.ablation)
-    granularity = cls(model, config)
-    if not any(granularity.enabled(kind) for kind in granularity.kinds().values()):
-        raise PruningError(f"Nothing to prune: every mask kind of the {config.granularity!r} granularity is "
-                           "disabled; enable at least one (e.g. PruningConfig(prune_heads=True)).")
-    return granularity
-
-
-def _check_ablation(granularity: Any, mode: str) -> None:
-    if mode not in granularity.ablations:
-        raise PruningError(f"The {granularity.name!r} granularity cannot apply {mode!r} ablation; it supports "
-                           f"{list(granularity.ablations)}.")

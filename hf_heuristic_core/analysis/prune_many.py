@@ -25,8 +25,8 @@ from ..evaluation.subnetwork import evaluate_subnetwork
 from ..model import PrunableModel
 from ..run_folder import check_writable, claim_output_dir
 from ..training.arguments import PruningArguments
-from ..training.convergence import verdict_status
-from ..training.fingerprint import _base_model, _data_fingerprint
+from ..verdicts import verdict_status
+from ..training.fingerprint import base_model_path, data_fingerprint
 from ..training.setup import PER_RUN_ARGUMENTS, PruningSetup
 from ..training.trainer import PruningTrainer
 from .ablation_table import AblationTable, ablation_table
@@ -80,10 +80,10 @@ def _identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest's identity keys, local model folders as absolute paths (a relative path and its absolute form
     name the same model)."""
     identity = {key: manifest.get(key) for key in IDENTITY_KEYS if key in manifest}
-    identity["model"] = _base_model(identity.get("model"))
+    identity["model"] = base_model_path(identity.get("model"))
     if isinstance(identity.get("pruning_config"), dict):
         config = {k: v for k, v in identity["pruning_config"].items() if k != "extra"}
-        config["base_model_name_or_path"] = _base_model(config.get("base_model_name_or_path"))
+        config["base_model_name_or_path"] = base_model_path(config.get("base_model_name_or_path"))
         identity["pruning_config"] = config
     return identity
 
@@ -187,8 +187,8 @@ def prune_many(model: str | os.PathLike | PrunableModel, train_dataset: Any, eva
     prunable = _load_model(model, pruning.config, options.model_kwargs)
     plan = _Plan(runs_dir, [float(s) for s in sparsities], [int(s) for s in seeds])
     manifest = _manifest(model, prunable, list(eval_sets), plan, pruning, evaluation, options)
-    identity = {**_identity(manifest), "train_data": _data_fingerprint(train_dataset),
-                "eval_data": {name: _data_fingerprint(data) for name, data in eval_sets.items()}}
+    identity = {**_identity(manifest), "train_data": data_fingerprint(train_dataset),
+                "eval_data": {name: data_fingerprint(data) for name, data in eval_sets.items()}}
     with claim_output_dir(runs_dir, "prune_many", identity, overwrite=options.overwrite_output_dir,
                           legacy_settings=_legacy_identity, flag="runs_dir") as claim:
         _write_manifest(runs_dir, manifest)

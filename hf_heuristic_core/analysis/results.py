@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..io_utils import atomic_write_text
-from ..training.convergence import verdict_status
+from ..verdicts import verdict_status
 
 __all__ = ["CONTROL_KINDS", "PruneManyResult", "collect_results", "faithfulness", "read_json", "summarize",
            "write_json", "write_results"]

@@ -68,7 +68,7 @@ def differentiable_masks(prunable: Any, masks: Mapping[str, torch.Tensor]) -> It
         yield leaves
     finally:
         prunable.mask_state.set_fixed(previous)
-        prunable._eval_cache = None
+        prunable.forget_eval_masks()
 
 
 def attribution_scores(prunable: Any, data: Any, *, method: str = "patching", steps: int = 5,

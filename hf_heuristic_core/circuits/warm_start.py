@@ -74,8 +74,8 @@ def warm_start_logits(prunable: Any, scores: Mapping[str, Any], spread: float = 
             parameter.copy_(logits[start:start + size].view(parameter.shape).to(parameter.dtype))
             start += size
     prunable.apply_forced()
-    prunable.mask_state._fresh = None   # set on purpose: a trainer must not re-initialize them
-    prunable._eval_cache = None
+    prunable.mask_state.mark_initialized()   # set on purpose: a trainer must not re-initialize them
+    prunable.forget_eval_masks()
     return {"center": center, "spread": float(spread), "units_ranked": count, "units": int(values.numel())}
 
 

@@ -97,7 +97,5 @@ def has_splits(source: str) -> bool:
         return True
     if (folder / "state.json").exists() and (folder / "dataset_info.json").exists():
         return False
-    # lazy: `--help` does not load it
-    from ..data.tables import _KNOWN_SPLIT_WORDS, _data_files, _split_tokens, _stem
-    return any(_split_tokens(str(f.relative_to(folder).with_name(_stem(f)))) & _KNOWN_SPLIT_WORDS
-               for f in _data_files(folder))
+    from ..data.tables import files_name_splits  # lazy: `--help` does not load it
+    return files_name_splits(folder)

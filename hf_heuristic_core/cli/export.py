@@ -66,8 +66,8 @@ def run_export(script: ExportScriptArguments) -> dict:
 
 
 def _is_previous_export(folder) -> bool:
-    from ..export.io import _folder_state  # lazy: `--help` does not load it
-    return _folder_state(folder) == "slim"
+    from ..export.io import folder_state  # lazy: `--help` does not load it
+    return folder_state(folder) == "slim"
 
 
 def _export(script: ExportScriptArguments) -> dict:

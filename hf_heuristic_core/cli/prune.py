@@ -497,7 +497,7 @@ def format_summary(summary: dict) -> str:
     """The lines `prune` prints: units kept, the sparsity reached (against the target, or the penalty's outcome) and
     what moved it (a `--uniform_layers` layout), faithfulness and the data it was measured on, and the convergence
     verdict (always)."""
-    from ..training.convergence import verdict_line  # lazy: `--help` does not load it
+    from ..verdicts import verdict_line  # lazy: `--help` does not load it
     lines = ["", "Pruning summary", "---------------"]
     lines.append(f"{units_line(summary)}")
     if summary.get("target_sparsity") is None:

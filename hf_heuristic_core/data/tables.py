@@ -19,7 +19,7 @@ from typing import Any
 import datasets
 from datasets import Dataset, DatasetDict, Features
 
-__all__ = ["DATA_SUFFIXES", "load_table"]
+__all__ = ["DATA_SUFFIXES", "files_name_splits", "load_table"]
 
 DATA_SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl", ".json", ".parquet", ".arrow", ".csv", ".tsv", ".txt")
 """File endings read as data (compressed variants: .gz / .bz2 / .xz / .zst of any of them)."""
@@ -152,6 +152,16 @@ def _split_tokens(text: str) -> set[str]:
     return {t for t in re.split(r"[-_.\s/\\]+", text.lower()) if t}
 
 
+def _names_a_split(rel: Path) -> bool:
+    return bool(_split_tokens(str(rel.with_name(_stem(rel)))) & _KNOWN_SPLIT_WORDS)
+
+
+def files_name_splits(folder: Path) -> bool:
+    """Whether any data file under `folder` names a split (`train.csv`, `dev/part-0.jsonl`): then `files_for_split`
+    picks among them, otherwise it reads them all (one unsplit dataset)."""
+    return any(_names_a_split(f.relative_to(folder)) for f in _data_files(folder))
+
+
 def _split_aliases(split: str) -> set[str]:
     key = split.lower()
     for canonical, aliases in _SPLIT_ALIASES.items():
@@ -184,7 +194,7 @@ def files_for_split(folder: Path, split: str) -> list[Path]:
     by_alias = [f for f, r in zip(files, rels) if _split_tokens(str(r.with_name(_stem(r)))) & aliases]
     if by_alias:
         return by_alias
-    if not any(_split_tokens(str(r.with_name(_stem(r)))) & _KNOWN_SPLIT_WORDS for r in rels):
+    if not any(_names_a_split(r) for r in rels):
         return files
     raise ValueError(
         f"no file for split {split!r} under {folder}; files found: {[str(r) for r in rels]} "

@@ -13,12 +13,13 @@ from typing import Any, Iterable, Mapping
 import torch
 
 from ..batching import LABEL_KEYS, iterate_batches, model_input_names
+from ..losses import kl_to_teacher
 from ..model import PrunableModel
-from ..training.losses import kl_to_teacher
 
 
 
-def _labels_of(batch: Mapping[str, Any]) -> torch.Tensor | None:
+def labels_of(batch: Mapping[str, Any]) -> torch.Tensor | None:
+    """The batch's gold labels (`labels` or `label`), or None; shared with the study's slim report."""
     for key in LABEL_KEYS:
         value = batch.get(key)
         if isinstance(value, torch.Tensor):
@@ -26,7 +27,8 @@ def _labels_of(batch: Mapping[str, Any]) -> torch.Tensor | None:
     return None
 
 
-def _collapse(predictions: torch.Tensor, entailment_id: int) -> torch.Tensor:
+def collapse_predictions(predictions: torch.Tensor, entailment_id: int) -> torch.Tensor:
+    """3-way NLI predictions as HANS-style 2-way labels: 0 for entailment, 1 for anything else."""
     return (predictions != entailment_id).long()
 
 
@@ -90,7 +92,7 @@ class _Tally:
 
     def add(self, model: PrunableModel, batch: Mapping[str, Any], cached: torch.Tensor | None,
             device: torch.device, accepted: Any) -> None:
-        labels = _labels_of(batch)
+        labels = labels_of(batch)
         inputs = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)
                   and k not in LABEL_KEYS and (not accepted or k in accepted)}
         if cached is not None:
@@ -100,7 +102,7 @@ class _Tally:
                 full = model(**inputs).logits.float()
             self.fresh.append(full.cpu())
         # Under masks_disabled() the "subnetwork" is the full model: no second forward.
-        logits = full if not model._masks_enabled else model(**inputs).logits.float()
+        logits = full if not model.masks_enabled else model(**inputs).logits.float()
         self.kl_total += float(kl_to_teacher(logits, full)) * logits.shape[0]
         self.agree += int((logits.argmax(-1) == full.argmax(-1)).sum())
         self.count += logits.shape[0]
@@ -115,13 +117,15 @@ class _Tally:
         entry = {"agreement": self.agree / count, "kl": self.kl_total / count, "num_examples": count}
         if self.labels:
             labels_all, predictions_all = torch.cat(self.labels), torch.cat(self.predictions)
-            if _should_collapse(collapse_to_entailment, name, num_labels, labels_all):
-                predictions_all = _collapse(predictions_all, entailment_id)
+            if should_collapse(collapse_to_entailment, name, num_labels, labels_all):
+                predictions_all = collapse_predictions(predictions_all, entailment_id)
             entry["accuracy"] = int((predictions_all == labels_all).sum()) / count
         return entry
 
 
-def _should_collapse(setting: bool | Iterable[str] | str, name: str, num_labels: int, labels: torch.Tensor) -> bool:
+def should_collapse(setting: bool | Iterable[str] | str, name: str, num_labels: int, labels: torch.Tensor) -> bool:
+    """Whether set `name` is scored collapsed (`collapse_to_entailment` of `evaluate_subnetwork`): "auto" when a model
+    with 3 or more labels meets a set whose labels are all 0/1."""
     if setting == "auto":
         return num_labels >= 3 and bool(labels.numel()) and int(labels.max()) <= 1 and int(labels.min()) >= 0
     if isinstance(setting, bool):

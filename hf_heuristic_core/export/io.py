@@ -107,7 +107,7 @@ SLIM_FILES = re.compile(r"^(config\.json|generation_config\.json|README\.md|mode
 MODEL_FILES = re.compile(r"^(config\.json|.*\.safetensors|.*\.bin|.*\.index\.json|.*\.gguf)$")
 
 
-def _folder_state(target: Path) -> str:
+def folder_state(target: Path) -> str:
     """"new" (absent, empty, or only hidden files / a run record), "slim" (a previous slim export and nothing else) or
     "other" (anything else: another model, a mask artifact, unrelated files)."""
     if not target.exists():
@@ -154,7 +154,7 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
                           "model with model.save_pretrained(dir), or masks with PrunableModel.save_pretrained(dir).")
     target = Path(save_directory)
     _check_not_source(model, target)
-    state = _folder_state(target)
+    state = folder_state(target)
     if state == "other":
         visible = sorted(p.name for p in target.iterdir() if not p.name.startswith("."))
         clashing = [name for name in visible if MODEL_FILES.match(name)]

@@ -219,7 +219,7 @@ def _plain_copy(prunable: Any) -> tuple[nn.Module, nn.Module]:
         model = copy.deepcopy(hf_original)
     forget_hook_marks(model)
     _drop_gguf_marker(model)
-    saved_grad = prunable._saved_requires_grad or {}
+    saved_grad = prunable.requires_grad_before_wrapping
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(saved_grad.get(name, parameter.requires_grad))
     return hf_original, model

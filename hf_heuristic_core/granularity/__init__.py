@@ -35,6 +35,12 @@ def register_granularity(name: str, cls: type) -> type:
     return GRANULARITIES.register(name, cls)
 
 
+def unregister_granularity(name: str) -> None:
+    """Undo `register_granularity(name, ...)` (a built-in granularity cannot be removed)."""
+    GRANULARITIES.unregister(name)
+    GRANULARITY_SETTINGS.unregister(name)
+
+
 def granularity_settings_class(name: str) -> type[GranularitySettings]:
     """The settings dataclass of granularity `name`, torch-free for the built-in ones."""
     if name in GRANULARITY_SETTINGS:
@@ -83,4 +89,5 @@ __all__ = [
     "per_layer_kinds",
     "register_granularity",
     "structured_kinds",
+    "unregister_granularity",
 ]

@@ -33,6 +33,12 @@ def register_relaxation(name: str, cls: type) -> type:
     return RELAXATIONS.register(name, cls)
 
 
+def unregister_relaxation(name: str) -> None:
+    """Undo `register_relaxation(name, ...)` (a built-in relaxation cannot be removed)."""
+    RELAXATIONS.unregister(name)
+    RELAXATION_SETTINGS.unregister(name)
+
+
 def get_relaxation(name: str) -> type:
     return RELAXATIONS.get(name)
 
@@ -45,4 +51,4 @@ def relaxation_settings_class(name: str) -> type[RelaxationSettings]:
 
 
 __all__ = ["RELAXATIONS", "RELAXATION_SETTINGS", "RelaxationSettings", "get_relaxation", "register_relaxation",
-           "relaxation_settings_class"]
+           "relaxation_settings_class", "unregister_relaxation"]

@@ -277,7 +277,7 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
     slim = study_slim_report(model_path, out / "runs", eval_sets, groups, device="cpu" if args.use_cpu else "cuda")
     timings["slim_report"] = time.time() - t0
     timings["total"] = time.time() - start
-    from .checkpoints import folder_bytes  # lazy: `--help` does not load it
+    from ..finetune_checkpoints import folder_bytes  # lazy: `--help` does not load it
 
     # 4. The study report.
     summary = {"output_dir": str(out), "model": str(model_path), "data": data.description, "groups": groups,

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
+from ..verdicts import CONVERGED, INCONCLUSIVE, NOT_CONVERGED, verdict_line, verdict_status
 from .losses import kl_to_teacher
 
 __all__ = ["CONVERGED", "ConvergenceReport", "INCONCLUSIVE", "MAX_KL_RATIO", "MAX_INIT_CORRELATION", "MIN_RANDOM_KL",
@@ -35,8 +36,6 @@ __all__ = ["CONVERGED", "ConvergenceReport", "INCONCLUSIVE", "MAX_KL_RATIO", "MA
 MAX_KL_RATIO = 0.5
 MIN_RANDOM_KL = 1e-3
 MAX_INIT_CORRELATION = 0.9
-CONVERGED, NOT_CONVERGED, INCONCLUSIVE = "converged", "not_converged", "inconclusive"
-STATUS_WORDS = {CONVERGED: "converged", NOT_CONVERGED: "NOT converged", INCONCLUSIVE: "inconclusive"}
 
 
 @dataclass
@@ -195,35 +194,3 @@ def not_converged_advice(moved: bool, recipe: str | None, control: str) -> str:
     shorter = "" if recipe == "short" else ", or use recipe='short' for a short run"
     return (f"Train longer, lower target_sparsity{shorter}; check that the training data exercises the behaviour you "
             "prune for.")
-
-
-def verdict_status(convergence: Mapping[str, Any] | None) -> str | None:
-    """"converged", "not_converged" or "inconclusive" of a stored verdict (None when there is none), for verdicts of
-    any release: before the third value, an inconclusive check was stored as `converged: true` with a verdict text
-    starting "inconclusive"."""
-    if not convergence:
-        return None
-    status = convergence.get("status")
-    if status in STATUS_WORDS:
-        return status
-    if str(convergence.get("verdict", "")).startswith("inconclusive"):
-        return INCONCLUSIVE
-    converged = convergence.get("converged")
-    return None if converged is None else CONVERGED if converged else NOT_CONVERGED
-
-
-def verdict_line(convergence: Mapping[str, Any] | None) -> str:
-    """One line for summaries and cards: the status word, the reason and the two KLs."""
-    status = verdict_status(convergence)
-    if status is None:
-        return "not checked (convergence_check was off)"
-    assert convergence is not None
-    reason = str(convergence.get("verdict", ""))
-    reason = reason.split(": ", 1)[1] if reason.startswith("inconclusive: ") else reason
-    text = STATUS_WORDS[status] + ("" if reason in ("", "converged") else f": {reason}")
-    kl, median = convergence.get("kl"), convergence.get("random_kl_median")
-    if kl is not None and median is not None and not reason.startswith("nothing was pruned"):
-        ratio = convergence.get("kl_ratio")
-        text += (f" (KL {kl:.4g} against a median of {median:.4g} for {convergence.get('subnetworks', '?')} random "
-                 f"subnetworks of the same size{f', {ratio:.3g}x' if ratio is not None else ''})")
-    return text

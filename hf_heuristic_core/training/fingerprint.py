@@ -22,8 +22,8 @@ from typing import Any
 from ..errors import PruningError
 from ..run_folder import settings_differences
 
-__all__ = ["FINGERPRINT_KEY", "checkpoint_fingerprint", "checkpoint_of_this_run", "fingerprint_differences",
-           "run_fingerprint"]
+__all__ = ["FINGERPRINT_KEY", "base_model_path", "checkpoint_fingerprint", "checkpoint_of_this_run", "data_fingerprint",
+           "fingerprint_differences", "run_fingerprint"]
 
 FINGERPRINT_KEY = "run_fingerprint"
 LAST = ("last", "true", "True")
@@ -40,13 +40,14 @@ NOT_SETTINGS = ("extra", "mask_shapes", "num_layers", "head_dim", "hidden_size",
 SAMPLE_ROWS = 256
 
 
-def _base_model(name: str | None) -> str | None:
+def base_model_path(name: str | None) -> str | None:
+    """A local base-model folder as its absolute path (a run moved elsewhere still matches); a Hub id unchanged."""
     if name and not os.path.isabs(os.path.expanduser(name)) and Path(name).expanduser().is_dir():
         return str(Path(name).expanduser().resolve())
     return name
 
 
-def _data_fingerprint(dataset: Any) -> dict[str, Any]:
+def data_fingerprint(dataset: Any) -> dict[str, Any]:
     """Row count and a hash of the token ids of up to `SAMPLE_ROWS` rows spread over the data (cheap, deterministic)."""
     if dataset is None or not hasattr(dataset, "__len__"):
         return {"rows": None}
@@ -66,10 +67,10 @@ def run_fingerprint(args: Any, prunable: Any, dataset: Any) -> dict[str, Any]:
     mask_settings = {k: v for k, v in config.to_dict().items() if k not in NOT_SETTINGS}
     return {
         "settings": {name: getattr(args, name, None) for name in SETTING_FIELDS},
-        "model": {"base_model": _base_model(config.base_model_name_or_path), "revision": config.base_model_revision,
+        "model": {"base_model": base_model_path(config.base_model_name_or_path), "revision": config.base_model_revision,
                   "class": config.base_model_class, "gguf_file": config.base_model_gguf_file,
                   "model_type": config.model_type, "masks": mask_settings},
-        "data": _data_fingerprint(dataset),
+        "data": data_fingerprint(dataset),
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -73,3 +75,26 @@ def test_a_granularity_can_refuse_a_relaxation(bernoulli, monkeypatch):
     with pytest.raises(PruningError, match=r"'unit' granularity does not support the 'toy_bernoulli' relaxation; "
                                            r"choose one of \['hard_concrete'\]"):
         PrunableModel(tiny_model("bert"), PruningConfig(relaxation="toy_bernoulli", ablation="zero"))
+
+
+def test_unregister_removes_an_added_relaxation_and_refuses_a_built_in(tmp_path):
+    from hf_heuristic_core.granularity import GRANULARITIES, unregister_granularity
+    from hf_heuristic_core.relaxations import unregister_relaxation
+    register_relaxation("toy_removed", HardConcrete)
+    assert "toy_removed" in RELAXATIONS and "toy_removed" in RELAXATION_SETTINGS
+    unregister_relaxation("toy_removed")
+    assert "toy_removed" not in RELAXATIONS and "toy_removed" not in RELAXATION_SETTINGS
+    with pytest.raises(ValueError, match="'hard_concrete' is a built-in relaxation"):
+        unregister_relaxation("hard_concrete")
+    with pytest.raises(ValueError, match="'unit' is a built-in granularity"):
+        unregister_granularity("unit")
+    assert "hard_concrete" in RELAXATIONS and "unit" in GRANULARITIES
+
+
+def test_an_artifact_of_an_unregistered_relaxation_names_it_and_the_fix(tmp_path):
+    from hf_heuristic_core import read_artifact
+    from hf_heuristic_core.errors import ArtifactError
+    (tmp_path / "pruning_config.json").write_text(json.dumps({"relaxation": "plugin_relaxation"}))
+    with pytest.raises(ArtifactError, match=r"names the relaxation 'plugin_relaxation', which is not registered.*"
+                                            r"register_relaxation\('plugin_relaxation'"):
+        read_artifact(tmp_path)

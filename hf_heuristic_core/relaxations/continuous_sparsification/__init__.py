@@ -19,4 +19,5 @@ _LAZY_NAMES = ("ContinuousSparsification", "beta_after_epochs")
 __all__ = [*_LAZY_NAMES, *settings.__all__]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(_LAZY_NAMES, "relaxation"), fallback="relaxation")
+__getattr__, __dir__ = lazy_exports(__name__, {"ContinuousSparsification": "relaxation", "beta_after_epochs": "beta"},
+                                     fallback="relaxation")

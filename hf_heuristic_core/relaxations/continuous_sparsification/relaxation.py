@@ -18,15 +18,10 @@ from typing import Any
 import torch
 
 from ..base import Relaxation
+from .beta import beta_after_epochs
 from .settings import LEPORI_BETA_MAX, LEPORI_LAMBDA, ContinuousSparsificationSettings
 
 __all__ = ["ContinuousSparsification", "LEPORI_BETA_MAX", "LEPORI_LAMBDA", "beta_after_epochs"]
-
-def beta_after_epochs(epochs_done: int, total_epochs: int, beta_max: float, beta_start: float = 1.0) -> float:
-    """beta after `epochs_done` epoch ends of a schedule of `total_epochs`: beta_start * beta_max ** (done / E)."""
-    if total_epochs <= 0:
-        return beta_start
-    return beta_start * beta_max ** (min(epochs_done, total_epochs) / total_epochs)
 
 
 class ContinuousSparsification(Relaxation):
@@ -52,7 +47,7 @@ class ContinuousSparsification(Relaxation):
     def training_callbacks(self, prunable: Any) -> list[Any]:
         """The epoch-end beta schedule; imported here because it is a `transformers.TrainerCallback` and a
         relaxation is also used without a trainer."""
-        from .schedule import BetaSchedule  # lazy: schedule.py imports this module (and transformers)
+        from .schedule import BetaSchedule  # lazy: schedule.py imports transformers
         return [BetaSchedule(prunable)]
 
     def init_logits(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:

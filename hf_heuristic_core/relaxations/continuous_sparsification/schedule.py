@@ -8,7 +8,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from .relaxation import beta_after_epochs
+from .beta import beta_after_epochs
 
 logger = logging.getLogger(__name__)
 
