@@ -17,8 +17,14 @@ Protocol of the authors' code (`RobertCsordas/modules`: `dataset/tuple_arithmeti
 - Masks: `PrunableModel(granularity="weight", relaxation="gumbel_sigmoid", mask_bias=False)`: every Linear weight,
   biases not masked (`bias_no_mask: 1` in their sweep), logits start at 2 (their `mask_init`; keep probability
   0.881), tau 1, 4 mask samples per batch (one per quarter of the batch), straight-through hard samples, Adam lr
-  1e-2, penalty alpha * sum(logits) / batch with alpha 4e-4, gradient clipping 1.0, a fresh mask (and optimizer) per
-  pair trained on that pair's loss alone; evaluation masks 1[l > 0].
+  1e-2, penalty alpha * sum(logits) / batch with alpha 4e-4, a fresh mask (and optimizer) per pair trained on that
+  pair's loss alone; evaluation masks 1[l > 0].
+- Gradient clipping as theirs (`--clip_scope all`, the default): `Task.clip_gradients` clips the norm of all of
+  `MaskedModel.parameters()` to 1.0. Their mask optimizer holds only the active mask set, so its `zero_grad` never
+  clears the frozen weights' and biases' `.grad`: those keep accumulating every mask step (from the last base step's
+  clipped gradient on), count in the norm, and are rescaled in place by every clip, as are the earlier stages' last
+  mask gradients. The weights stay frozen (no optimizer holds them). `--clip_scope masks` clips the trained logits
+  alone (this script before issue #38; their norm, 0.01-0.03, never reaches 1.0, so that clip never acts).
 - Table 1: every mask and its inversion (1 - M on every masked weight; biases untouched) on both pairs. Fig. 2:
   per-layer shared fraction / IoU of the two pair masks. `--reference_mask` also trains their stage-0 mask on the
   full task and adds their Table 3 (hidden layers inverted, the full-task mask on the input and output layers).
@@ -31,7 +37,7 @@ Where this differs from the paper (CPU budget; all are flags):
 | base steps | 20,000 (`stop_after`) | 20,000 | same |
 | mask steps | 20,000 per mask (`step_per_mask`) | 20,000 (`--mask_steps`) | same: the inversion still rose at 10k (seed 0) |
 | seeds | 10 (`sweep_id_for_grid_search`) | 3 | CPU budget |
-| gradient clipping | norm over the masks *and* the frozen weights' never-zeroed gradients | over the mask logits | the weights are frozen here |
+| stages before the pair masks | their tuple task always trains the full-task mask first | only with `--reference_mask` | CPU budget; with `--clip_scope all` the accumulated gradients then start at the base's last step, not at the end of that stage |
 
 The saturation of the inversion is measured, not assumed: every `--eval_every` mask steps the current 1[l > 0] mask
 and its inversion are scored on both pairs (`curve` in the JSON).
@@ -39,25 +45,31 @@ and its inversion are scored on both pairs (`curve` in the JSON).
     python benchmarks/repro_csordas_double_addition.py --seeds 0,1,2 --run_dir runs/csordas \\
         --output benchmarks/results_repro_csordas.json
 
-Resumable: the base model and every mask's logits, optimizer state and curve are checkpointed under `--run_dir`;
-a second call with the same arguments continues where the first stopped.
+Resumable: the base model (with its last step's gradients) and every mask's logits, optimizer and clip state and curve
+are checkpointed under `--run_dir`; a second call with the same arguments continues where the first stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
 from hf_heuristic_core import PrunableModel, PruningConfig
-from hf_heuristic_core.analysis.subtasks import invert_masks, mask_overlap, sharing_fractions
+from hf_heuristic_core.analysis.subtasks import (
+    invert_masks,
+    mask_overlap,
+    sharing_fractions,
+)
 from hf_heuristic_core.io_utils import atomic_write_text, check_run_settings
 from hf_heuristic_core.training.objectives import sparsity_penalty
 
@@ -114,21 +126,38 @@ def pairs_loss(model: nn.Module, onehot: torch.Tensor, target: torch.Tensor, pai
 
 
 # ---------------------------------------------------------------------------------------------------------- model
-def build_net(hidden: list[int], seed: int) -> nn.Sequential:
+def build_net(hidden: list[int], seed: int, inputs: int = PAIRS * 2 * DIGITS * 10,
+              outputs: int = PAIRS * DIGITS * 10) -> nn.Sequential:
+    """Their `FeedforwardModel`: Linear layers (PyTorch's default init) with ReLU between them."""
     torch.manual_seed(seed)
-    widths = [PAIRS * 2 * DIGITS * 10, *hidden, PAIRS * DIGITS * 10]
+    widths = [inputs, *hidden, outputs]
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(widths, widths[1:])):
         layers += [nn.Linear(a, b)] + ([nn.ReLU()] if i < len(widths) - 2 else [])
     return nn.Sequential(*layers)
 
 
-def train_base(net: nn.Sequential, train: torch.Tensor, args: argparse.Namespace, seed: int) -> None:
+class Stage(NamedTuple):
+    """One training stage: the rows it samples batches from, the mean loss of a batch of rows, and the offset that
+    seeds its sampler and mask noise (double addition: 1 + sum of the pair indices, as before issue #38)."""
+    name: str
+    rows: torch.Tensor
+    loss: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+    seed_offset: int
+
+
+def sample_rows(rows: torch.Tensor, sampler: np.random.RandomState, batch: int) -> torch.Tensor:
+    """A batch drawn with replacement (their `InfiniteSampler(replacement=True)`)."""
+    return rows[torch.from_numpy(sampler.randint(0, len(rows), batch)).to(rows.device)]
+
+
+def train_base(net: nn.Module, stage: Stage, args: argparse.Namespace, seed: int) -> None:
+    """Adam 1e-3, clipping over all parameters; the last step's clipped gradients stay in `.grad` (their mask
+    stages start from them)."""
     sampler = np.random.RandomState(seed)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
     for step in range(args.base_steps):
-        onehot, target = encode(train[torch.from_numpy(sampler.randint(0, len(train), args.batch)).to(train.device)])
-        loss = pairs_loss(net, onehot, target, tuple(range(PAIRS)))
+        loss = stage.loss(net, sample_rows(stage.rows, sampler, args.batch))
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(net.parameters(), args.grad_clip)
@@ -137,35 +166,77 @@ def train_base(net: nn.Sequential, train: torch.Tensor, args: argparse.Namespace
             print(f"  base step {step}: loss {loss.item():.4f}", flush=True)
 
 
-def kept_fraction(masks: dict[str, torch.Tensor]) -> float:
-    return sum(float(m.sum()) for m in masks.values()) / sum(m.numel() for m in masks.values())
+CLIP_SCOPES = ("all", "masks")
 
 
-def score_mask(pm: PrunableModel, masks: dict[str, torch.Tensor], valid: Any) -> dict[str, Any]:
-    with pm.masks_applied(masks):
-        own = accuracy(pm, valid)
-    with pm.masks_applied(invert_masks(masks)):
-        inverted = accuracy(pm, valid)
-    return {"M": own, "NOT_M": inverted, "kept": kept_fraction(masks)}
+class GradientClip:
+    """The mask stages' gradient clipping. `all` is theirs (`clip_grad_norm_(MaskedModel.parameters(), clip)`): the
+    norm covers the trained logits, the frozen parameters' gradients (never zeroed, so they accumulate over the mask
+    steps) and the earlier stages' last logit gradients, and the clip rescales every one of them in place. `masks`
+    covers the trained logits only. Its state (accumulated and earlier gradients) goes into each mask checkpoint."""
+
+    def __init__(self, scope: str, max_norm: float, frozen: dict[str, nn.Parameter]) -> None:
+        if scope not in CLIP_SCOPES:
+            raise SystemExit(f"--clip_scope {scope!r}: give one of {CLIP_SCOPES}.")
+        self.scope, self.max_norm = scope, max_norm
+        self.frozen_names, self.frozen = list(frozen), list(frozen.values())
+        self.earlier: list[torch.Tensor] = []       # the earlier stages' last logit gradients
+        self.coefficients: list[float] = []         # one per clip since the last `take_coefficients`
+        for parameter in self.frozen:                # `all`: backward must reach them (no optimizer holds them)
+            parameter.requires_grad_(scope == "all")
+
+    def __call__(self, logits: list[torch.Tensor]) -> float:
+        """Clip in place; return the factor applied (1.0 where the norm is within `max_norm`)."""
+        grads = [p.grad for p in logits if p.grad is not None]
+        if self.scope == "all":
+            grads += [p.grad for p in self.frozen if p.grad is not None] + self.earlier
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach().float()) for g in grads]))
+        factor = torch.clamp(self.max_norm / (total + 1e-6), max=1.0)
+        for grad in grads:
+            grad.detach().mul_(factor.to(grad.dtype))
+        self.coefficients.append(float(factor))
+        return self.coefficients[-1]
+
+    def take_coefficients(self) -> dict[str, float]:
+        """Mean factor and share of clipped steps since the last call (recorded in each curve point)."""
+        values, self.coefficients = self.coefficients, []
+        return {"clip_factor_mean": float(np.mean(values)) if values else 1.0,
+                "clipped_share": float(np.mean([v < 1.0 for v in values])) if values else 0.0}
+
+    def end_stage(self, logits: list[torch.Tensor]) -> None:
+        """Their finished mask set keeps its last gradient, which stays in the norm of the later stages."""
+        if self.scope == "all":
+            self.earlier += [p.grad.detach().clone() for p in logits if p.grad is not None]
+
+    def state_dict(self, logits: list[torch.Tensor]) -> dict[str, Any]:
+        return {"frozen": [None if p.grad is None else p.grad.detach().clone() for p in self.frozen],
+                "earlier": self.earlier, "logits": [None if p.grad is None else p.grad.detach().clone() for p in logits]}
+
+    def load_state_dict(self, state: dict[str, Any], logits: list[torch.Tensor]) -> None:
+        for parameter, grad in zip([*self.frozen, *logits], [*state["frozen"], *state["logits"]]):
+            parameter.grad = grad
+        self.earlier = list(state["earlier"])
 
 
-def train_mask(pm: PrunableModel, name: str, pairs: tuple[int, ...], train: torch.Tensor, valid: Any,
-               args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
-    """One mask on `pairs`' loss, checkpointed every `eval_every` steps; returns its final masks and curve."""
+def train_mask(pm: PrunableModel, stage: Stage, score: Callable[[nn.Module], list[float]],
+               args: argparse.Namespace, seed: int, folder: Path, clip: GradientClip) -> dict[str, Any]:
+    """One mask on `stage`'s loss, checkpointed every `eval_every` steps; returns its final masks and curve."""
+    name = stage.name
     checkpoint = folder / f"mask_{name}.pt"
     pm.clear_masks()
     pm.reset_masks(seed)
     logits = [p for _, p in pm.mask_logits.items()]
     optimizer = torch.optim.Adam(logits, lr=args.mask_lr)
-    sampler = np.random.RandomState(seed + 7919 * (1 + sum(pairs)))
-    pm.generator = torch.Generator(device=train.device).manual_seed(seed + 104729 * (1 + sum(pairs)))
+    sampler = np.random.RandomState(seed + 7919 * stage.seed_offset)
+    pm.generator = torch.Generator(device=stage.rows.device).manual_seed(seed + 104729 * stage.seed_offset)
     state = {"step": 0, "curve": [], "seconds": 0.0}
     if checkpoint.exists():
-        saved = torch.load(checkpoint, weights_only=False, map_location=train.device)
+        saved = torch.load(checkpoint, weights_only=False, map_location=stage.rows.device)
         pm.load_mask_state_dict(saved["logits"])
         optimizer.load_state_dict(saved["optimizer"])
         sampler.set_state(saved["sampler"])
         pm.generator.set_state(saved["generator"].cpu())
+        clip.load_state_dict(saved["clip"], logits)
         state = saved["state"]
         print(f"  mask {name}: resumed at step {state['step']}", flush=True)
     if state["step"] > args.mask_steps:
@@ -174,31 +245,46 @@ def train_mask(pm: PrunableModel, name: str, pairs: tuple[int, ...], train: torc
     start = time.time() - state["seconds"]
     pm.train()
     while state["step"] < args.mask_steps:
-        onehot, target = encode(train[torch.from_numpy(sampler.randint(0, len(train), args.batch)).to(train.device)])
-        loss = sum(pairs_loss(pm, o, t, pairs) * len(t) for o, t in
-                   zip(onehot.chunk(args.mask_samples), target.chunk(args.mask_samples))) / len(target)
+        rows = sample_rows(stage.rows, sampler, args.batch)
+        loss = sum(stage.loss(pm, part) * len(part) for part in rows.chunk(args.mask_samples)) / len(rows)
         loss = loss + sparsity_penalty(pm, args.alpha, args.batch)
         optimizer.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(logits, args.grad_clip)
+        clip(logits)
         optimizer.step()
         state["step"] += 1
         if state["step"] % args.eval_every == 0 or state["step"] == args.mask_steps:
             pm.eval()
             current = pm.get_masks(binary=True)
-            point = {"step": state["step"], **score_mask(pm, current, valid)}
+            point = {"step": state["step"], **score_mask(pm, current, score), **clip.take_coefficients()}
             pm.train()
             torch.save({k: v.bool() for k, v in current.items()}, folder / f"masks_{name}_step{state['step']}.pt")
             state["curve"].append(point)
             state["seconds"] = time.time() - start
             print(f"  mask {name} step {point['step']}: kept {point['kept']:.3f}, M {fmt(point['M'])}, "
-                  f"NOT M {fmt(point['NOT_M'])} ({state['seconds']:.0f} s)", flush=True)
+                  f"NOT M {fmt(point['NOT_M'])}, clip factor {point['clip_factor_mean']:.3f} "
+                  f"({state['seconds']:.0f} s)", flush=True)
             torch.save({"logits": pm.mask_state_dict(), "optimizer": optimizer.state_dict(),
-                        "sampler": sampler.get_state(), "generator": pm.generator.get_state(), "state": state},
-                       checkpoint.with_suffix(".tmp"))
+                        "sampler": sampler.get_state(), "generator": pm.generator.get_state(),
+                        "clip": clip.state_dict(logits), "state": state}, checkpoint.with_suffix(".tmp"))
             checkpoint.with_suffix(".tmp").replace(checkpoint)
     pm.eval()
+    clip.end_stage(logits)
     return {"masks": pm.get_masks(binary=True), "curve": state["curve"], "seconds": state["seconds"]}
+
+
+def kept_fraction(masks: dict[str, torch.Tensor]) -> float:
+    return sum(float(m.sum()) for m in masks.values()) / sum(m.numel() for m in masks.values())
+
+
+def score_mask(pm: PrunableModel, masks: dict[str, torch.Tensor], score: Callable[[nn.Module], list[float]]
+               ) -> dict[str, Any]:
+    """A mask and its inversion (1 - M on every masked weight), each scored by `score`."""
+    with pm.masks_applied(masks):
+        own = score(pm)
+    with pm.masks_applied(invert_masks(masks)):
+        inverted = score(pm)
+    return {"M": own, "NOT_M": inverted, "kept": kept_fraction(masks)}
 
 
 def fmt(values: list[float]) -> str:
@@ -206,39 +292,75 @@ def fmt(values: list[float]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------- runs
-def run_seed(seed: int, args: argparse.Namespace, train: torch.Tensor, valid: Any) -> dict[str, Any]:
+class Seeded(NamedTuple):
+    """What every experiment's seed starts from: the wrapped base model, its clip and the output so far."""
+    pm: PrunableModel
+    clip: GradientClip
+    out: dict[str, Any]
+    folder: Path
+    start: float
+
+
+def prepare_seed(seed: int, args: argparse.Namespace, net: nn.Module, base: Stage,
+                 score: Callable[[nn.Module], list[float]]) -> Seeded:
+    """Train (or load) the base model with its last step's gradients, freeze it, wrap it in weight masks."""
     folder = Path(args.run_dir) / f"seed{seed}"
     folder.mkdir(parents=True, exist_ok=True)
-    hidden = [int(w) for w in args.hidden.split(",")]
-    net = build_net(hidden, seed).to(args.device)
     base_file = folder / "base.pt"
     start = time.time()
+    frozen = dict(net.named_parameters())
     if base_file.exists():
         saved = torch.load(base_file, weights_only=False, map_location=args.device)
         net.load_state_dict(saved["state_dict"])
+        if "last_grads" not in saved:
+            raise SystemExit(f"{base_file} has no last-step gradients (an older revision of this script); "
+                             "give a new --run_dir.")
+        for name, grad in saved["last_grads"].items():
+            frozen[name].grad = grad
         base_seconds = saved["seconds"]
     else:
-        train_base(net, train, args, seed)
+        train_base(net, base, args, seed)
         base_seconds = time.time() - start
-        torch.save({"state_dict": net.state_dict(), "seconds": base_seconds}, folder / "base.tmp")
+        torch.save({"state_dict": net.state_dict(), "seconds": base_seconds,
+                    "last_grads": {name: p.grad for name, p in frozen.items()}}, folder / "base.tmp")
         (folder / "base.tmp").replace(base_file)
     net.eval().requires_grad_(False)
-    out: dict[str, Any] = {"seed": seed, "base": accuracy(net, valid), "base_seconds": base_seconds}
+    out: dict[str, Any] = {"seed": seed, "base": score(net), "base_seconds": base_seconds}
     print(f"seed {seed}: base model {fmt(out['base'])} ({base_seconds:.0f} s)", flush=True)
     config = PruningConfig(granularity="weight", relaxation="gumbel_sigmoid", mask_bias=False,
                            mask_samples=args.mask_samples, gumbel_init_prob=1 / (1 + math.exp(-args.mask_init)))
     pm = PrunableModel(net, config)
     out["masked_weights"] = pm.granularity.selection_summary()["masked_entries"]
-    stages = ([("full", tuple(range(PAIRS)))] if args.reference_mask else []) + \
-        [(f"pair{p + 1}", (p,)) for p in range(PAIRS)]
-    masks = {}
-    for name, pairs in stages:
-        trained = train_mask(pm, name, pairs, train, valid, args, seed, folder)
-        masks[name] = trained["masks"]
+    clip = GradientClip(args.clip_scope, args.grad_clip, frozen)
+    return Seeded(pm, clip, out, folder, start)
+
+
+def train_stages(seeded: Seeded, stages: list[Stage], score: Callable[[nn.Module], list[float]],
+                 args: argparse.Namespace, seed: int) -> dict[str, dict[str, torch.Tensor]]:
+    """One mask per stage, in order (the clip's accumulated gradients carry over); fills `seeded.out`."""
+    masks, out = {}, seeded.out
+    for stage in stages:
+        trained = train_mask(seeded.pm, stage, score, args, seed, seeded.folder, seeded.clip)
+        masks[stage.name] = trained["masks"]
         final = trained["curve"][-1]
+        name = stage.name
         out[f"M_{name}"], out[f"NOT M_{name}"], out[f"kept_{name}"] = final["M"], final["NOT_M"], final["kept"]
-        out[f"curve_{name}"] = [{k: v for k, v in point.items()} for point in trained["curve"]]
+        out[f"curve_{name}"] = [dict(point) for point in trained["curve"]]
         out[f"mask_seconds_{name}"] = trained["seconds"]
+    return masks
+
+
+def run_seed(seed: int, args: argparse.Namespace, train: torch.Tensor, valid: Any) -> dict[str, Any]:
+    hidden = [int(w) for w in args.hidden.split(",")]
+    score = functools.partial(accuracy, data=valid)
+    def pairs_stage(name: str, pairs: tuple[int, ...]) -> Stage:
+        return Stage(name, train, lambda model, rows: pairs_loss(model, *encode(rows), pairs), 1 + sum(pairs))
+    seeded = prepare_seed(seed, args, build_net(hidden, seed).to(args.device),
+                          pairs_stage("base", tuple(range(PAIRS))), score)
+    stages = ([pairs_stage("full", tuple(range(PAIRS)))] if args.reference_mask else []) + \
+        [pairs_stage(f"pair{p + 1}", (p,)) for p in range(PAIRS)]
+    masks = train_stages(seeded, stages, score, args, seed)
+    pm, out, folder = seeded.pm, seeded.out, seeded.folder
     overlap = mask_overlap(masks["pair1"], masks["pair2"])
     out["iou_per_layer"] = {k: v["iou"] for k, v in overlap.items()}
     out["iou_per_layer_by_step"] = {}
@@ -255,7 +377,7 @@ def run_seed(seed: int, args: argparse.Namespace, train: torch.Tensor, valid: An
                        for k, v in masks[name].items()}
             with pm.masks_applied(variant):
                 out[f"NOT M_{name} (I/O: full-task mask)"] = accuracy(pm, valid)
-    out["seconds"] = time.time() - start
+    out["seconds"] = time.time() - seeded.start
     return out
 
 
@@ -334,19 +456,21 @@ def print_summary(summary: dict[str, Any]) -> None:
 # Settings that decide what a run directory's checkpoints are (--mask_steps may grow: a resumed mask trains on).
 # eval_every decides the steps of a mask's saved curve and of its masks_*_step*.pt files: resumed with another, a
 # curve would mix spacings and summarize() would average seeds' points of different steps.
+# clip_scope decides every mask gradient; experiment keeps the add/mul script (a sibling) out of these directories.
 RUN_DIR_SETTINGS = ("hidden", "base_steps", "alpha", "mask_lr", "mask_init", "mask_samples", "grad_clip", "batch",
-                    "train_size", "valid_size", "eval_every")
+                    "train_size", "valid_size", "eval_every", "clip_scope", "experiment")
 
 
-def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
+def check_run_dir(folder: Path, args: argparse.Namespace, settings: tuple[str, ...] = RUN_DIR_SETTINGS) -> None:
     """Refuse to resume a run directory made with other settings; record them on first use."""
-    check_run_settings(folder, {key: getattr(args, key) for key in RUN_DIR_SETTINGS}, "seed*/base.pt")
+    check_run_settings(folder, {key: getattr(args, key) for key in settings}, "seed*/base.pt")
 
 
-def merge_outputs(paths: list[str]) -> dict[str, Any]:
+def merge_outputs(paths: list[str], settings: tuple[str, ...] = RUN_DIR_SETTINGS,
+                  summarize_runs: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None) -> dict[str, Any]:
     """One result from the --output files of several runs of one setting (e.g. one process per seed on a GPU)."""
     results = [json.loads(Path(path).read_text()) for path in paths]
-    keys = [k for k in RUN_DIR_SETTINGS + ("mask_steps", "reference_mask")]
+    keys = [*settings, "mask_steps", "reference_mask"]
     first = {k: results[0]["settings"].get(k) for k in keys}
     for path, result in zip(paths, results):
         mine = {k: result["settings"].get(k) for k in keys}
@@ -358,60 +482,80 @@ def merge_outputs(paths: list[str]) -> dict[str, Any]:
         raise SystemExit(f"--merge: a seed appears twice ({seeds}).")
     merged = {k: v for k, v in results[0].items() if k not in ("runs", "summary", "seconds")}
     merged["settings"] = {**results[0]["settings"], "seeds": ",".join(map(str, seeds)), "output": None}
-    return {**merged, "runs": runs, "summary": summarize(runs), "merged_from": paths,
+    return {**merged, "runs": runs, "summary": (summarize_runs or summarize)(runs), "merged_from": paths,
             "seconds_per_file": dict(zip(paths, (r["seconds"] for r in results)))}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hidden", default="400,400,128", help="hidden widths (paper: 2000,2000,2000,2000)")
+def common_parser(description: str, experiment: str, hidden: str, alpha: float, run_dir: str
+                  ) -> argparse.ArgumentParser:
+    """The flags both Csordás experiments share (their defaults differ only in width, alpha and folder)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hidden", default=hidden, help="hidden widths (paper: 2000,2000,2000,2000)")
     parser.add_argument("--base_steps", type=int, default=20000, help="paper: 20000")
     parser.add_argument("--mask_steps", type=int, default=20000, help="per mask (paper: 20000)")
-    parser.add_argument("--alpha", type=float, default=4e-4, help="penalty weight on sum(logits) / batch")
+    parser.add_argument("--alpha", type=float, default=alpha, help="penalty weight on sum(logits) / batch")
     parser.add_argument("--mask_lr", type=float, default=1e-2)
     parser.add_argument("--mask_init", type=float, default=2.0, help="initial logit (their mask_init)")
     parser.add_argument("--mask_samples", type=int, default=4)
     parser.add_argument("--grad_clip", type=float, default=1.0)
+    parser.add_argument("--clip_scope", choices=CLIP_SCOPES, default="all",
+                        help="all: theirs (logits + the frozen weights' accumulated gradients); masks: logits only")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--eval_every", type=int, default=1000, help="mask steps between inversion checkpoints")
-    parser.add_argument("--reference_mask", action="store_true",
-                        help="also train their stage-0 mask on the full task and score their Table 3 variant")
     parser.add_argument("--train_size", type=int, default=1_000_000)
     parser.add_argument("--valid_size", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (data, model and masks all live there)")
-    parser.add_argument("--run_dir", default="runs/repro_csordas", help="checkpoints (resumable)")
+    parser.add_argument("--run_dir", default=run_dir, help="checkpoints (resumable)")
     parser.add_argument("--output", default=None, help="results JSON, rewritten after every seed")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                         help="join the --output files of runs of one setting (other seeds) into --output and stop")
-    args = parser.parse_args()
+    parser.set_defaults(experiment=experiment)
+    return parser
+
+
+def run_seeds(args: argparse.Namespace, settings: tuple[str, ...], header: dict[str, Any],
+              one_seed: Callable[[int], dict[str, Any]], summarize_runs: Callable[[list[dict[str, Any]]], dict[str, Any]],
+              show: Callable[[dict[str, Any]], None]) -> None:
+    """--merge, or every seed in turn, the results JSON rewritten after each."""
     if args.merge:
-        merged = merge_outputs(args.merge)
-        print_summary(merged["summary"])
+        merged = merge_outputs(args.merge, settings, summarize_runs)
+        show(merged["summary"])
         if args.output:
             atomic_write_text(args.output, json.dumps(merged, indent=2) + "\n")
         return
-    torch.set_num_threads(args.threads)
-    train = tuples(args.train_size, 0x12345678).to(args.device)
-    valid = encode(tuples(args.valid_size, 0x12345678 + 2).to(args.device))
     Path(args.run_dir).mkdir(parents=True, exist_ok=True)
-    check_run_dir(Path(args.run_dir), args)
+    check_run_dir(Path(args.run_dir), args, settings)
     start = time.time()
     runs = []
-    results: dict[str, Any] = {"settings": vars(args), "paper_table1": PAPER_TABLE1, "paper_table1_std":
-                               PAPER_TABLE1_STD, "paper_table3": PAPER_TABLE3,
+    results: dict[str, Any] = {"settings": vars(args), **header,
                                "machine": {"device": args.device, "torch": torch.__version__, "gpu":
                                            torch.cuda.get_device_name() if args.device.startswith("cuda") else None}}
     for seed in (int(s) for s in args.seeds.split(",")):
-        runs.append(run_seed(seed, args, train, valid))
-        results.update(runs=runs, summary=summarize(runs), seconds=time.time() - start)
+        runs.append(one_seed(seed))
+        results.update(runs=runs, summary=summarize_runs(runs), seconds=time.time() - start)
         if args.output:
             atomic_write_text(args.output, json.dumps(results, indent=2) + "\n")
-    print_summary(results["summary"])
+    show(results["summary"])
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{args.threads} CPU thread(s)"
     print(f"total {time.time() - start:.0f} s on {where}")
+
+
+def main() -> None:
+    parser = common_parser(__doc__.split("\n\n")[0], "double_addition", "400,400,128", 4e-4, "runs/repro_csordas")
+    parser.add_argument("--reference_mask", action="store_true",
+                        help="also train their stage-0 mask on the full task and score their Table 3 variant")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.merge:
+        run_seeds(args, RUN_DIR_SETTINGS, {}, lambda seed: {}, summarize, print_summary)
+        return
+    train = tuples(args.train_size, 0x12345678).to(args.device)
+    valid = encode(tuples(args.valid_size, 0x12345678 + 2).to(args.device))
+    header = {"paper_table1": PAPER_TABLE1, "paper_table1_std": PAPER_TABLE1_STD, "paper_table3": PAPER_TABLE3}
+    run_seeds(args, RUN_DIR_SETTINGS, header, lambda seed: run_seed(seed, args, train, valid), summarize,
+              print_summary)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
 from benchmark_scripts import load_script
 
 STEPS = [1000, 2000, 3000, 4000, 5000, 6000]
@@ -75,7 +74,7 @@ def _settings(csordas: ModuleType, **changes) -> argparse.Namespace:
     """The script's defaults (as `main()` parses them) with `changes`."""
     values = {"hidden": "400,400,128", "base_steps": 20000, "alpha": 4e-4, "mask_lr": 1e-2, "mask_init": 2.0,
               "mask_samples": 4, "grad_clip": 1.0, "batch": 128, "train_size": 1_000_000, "valid_size": 10_000,
-              "eval_every": 1000, "mask_steps": 20000}
+              "eval_every": 1000, "mask_steps": 20000, "clip_scope": "all", "experiment": "double_addition"}
     values.update(changes)
     return argparse.Namespace(**values)
 
