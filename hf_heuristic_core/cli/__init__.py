@@ -8,10 +8,13 @@ command prints one line naming the problem and the fix (`--debug` shows the trac
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from .checks import (
@@ -37,6 +40,7 @@ __all__ = [
     "SUBCOMMANDS",
     "TASK_CLASSES",
     "PruneScriptArguments",
+    "Subcommand",
     "command_help",
     "format_summary",
     "main",
@@ -49,108 +53,100 @@ __all__ = [
     "study_command",
 ]
 
-SUBCOMMANDS = {
-    "study": "The heuristic-core study end to end (fine-tune, track effective size, prune x seeds, analyze).",
-    "finetune": "Fine-tune a base model on a dataset into the checkpoints prune and effective-size read.",
-    "prune": "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
-    "effective-size": "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
-    "analyze": "Report (tables, figures) of a folder of multi-seed pruning runs.",
-    "export": "Turn a mask artifact into a smaller, faster plain model (pruned units removed, means folded).",
-    "subtasks": "Compare subtask masks (weight / neuron / unit): IoU, IoMin and shared fractions per layer.",
-    "induce": "Subtask Induction: transplant a subnetwork, train arms x k x seeds on the target task, report.",
-    "circuit": "MIB circuits: export masks / scores, attribution baseline, faithfulness curves (CPR, CMD).",
+EPILOG = "Dashes and underscores both work; booleans take true/false (on by default: also --no_FLAG)."
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One subcommand: the line the command's `--help` lists, where its run lives, and how its own `--help` is made.
+    Names are "module:attribute" paths inside `hf_heuristic_core`, imported on use, so `--help` never loads torch."""
+
+    summary: str
+    run: str
+    usage: str = ""                    # commands whose flags are one dataclass: `--help` rendered from it
+    arguments: str | None = None       # "module:Class" of that dataclass
+    description: str | None = None     # "module:NAME" of the help's description (default: the summary)
+    epilog: str = ""                   # added below the common epilog
+    help: str | None = None            # "module:function" building the help text of the other commands
+    answers_help_itself: bool = False  # the run answers --help itself (its own parser or sub-actions)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "study": Subcommand(
+        "The heuristic-core study end to end (fine-tune, track effective size, prune x seeds, analyze).",
+        run="cli:study_command", usage="hf-heuristic-core study", arguments="study.run:StudyArguments",
+        epilog="--config FILE (YAML/JSON of these fields) sets the defaults; flags win."),
+    "finetune": Subcommand(
+        "Fine-tune a base model on a dataset into the checkpoints prune and effective-size read.",
+        run="cli.finetune:finetune_command", help="cli.finetune:finetune_help", answers_help_itself=True),
+    "prune": Subcommand(
+        "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
+        run="cli.prune:prune_command", answers_help_itself=True),
+    "effective-size": Subcommand(
+        "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
+        run="cli.effective_size:effective_size_command", usage="hf-heuristic-core effective-size OUTPUT_DIR",
+        arguments="cli.effective_size:EffectiveSizeArguments", description="cli.effective_size:DESCRIPTION"),
+    "analyze": Subcommand(
+        "Report (tables, figures) of a folder of multi-seed pruning runs.",
+        run="cli.analyze:analyze_command", usage="hf-heuristic-core analyze RUNS_DIR",
+        arguments="cli.analyze:AnalyzeArguments", description="cli.analyze:DESCRIPTION"),
+    "export": Subcommand(
+        "Turn a mask artifact into a smaller, faster plain model (pruned units removed, means folded).",
+        run="cli.export:export_command", usage="hf-heuristic-core export",
+        arguments="cli.export:ExportScriptArguments", description="cli.export:DESCRIPTION"),
+    "subtasks": Subcommand(
+        "Compare subtask masks (weight / neuron / unit): IoU, IoMin and shared fractions per layer.",
+        run="cli.subtasks:subtasks_command", usage="hf-heuristic-core subtasks",
+        arguments="cli.subtasks:SubtasksArguments", description="cli.subtasks:DESCRIPTION"),
+    "induce": Subcommand(
+        "Subtask Induction: transplant a subnetwork, train arms x k x seeds on the target task, report.",
+        run="cli.induce:induce_command", usage="hf-heuristic-core induce",
+        arguments="cli.induce:InductionArguments", description="cli.induce:DESCRIPTION"),
+    "circuit": Subcommand(
+        "MIB circuits: export masks / scores, attribution baseline, faithfulness curves (CPR, CMD).",
+        run="cli.circuit:circuit_command", help="cli.circuit:circuit_help", answers_help_itself=True),
 }
+
+
+def _load(path: str) -> Any:
+    """The attribute behind a "module:attribute" path inside the package (imported now)."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(f"hf_heuristic_core.{module}"), attribute)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: hf-heuristic-core {" + ",".join(SUBCOMMANDS) + "} [flags] [--debug]\n")
-        for name, text in SUBCOMMANDS.items():
-            print(f"  {name:<16}{text}")
+        for name, command in SUBCOMMANDS.items():
+            print(f"  {name:<16}{command.summary}")
         print("\nRun `hf-heuristic-core <command> --help` for a command's flags; --debug shows tracebacks.")
         return 0
-    command, rest = argv[0], argv[1:]
-    if command not in SUBCOMMANDS:
-        print(f"hf-heuristic-core: error: unknown command '{command}'; choose one of {sorted(SUBCOMMANDS)}.",
+    name, rest = argv[0], argv[1:]
+    command = SUBCOMMANDS.get(name)
+    if command is None:
+        print(f"hf-heuristic-core: error: unknown command '{name}'; choose one of {sorted(SUBCOMMANDS)}.",
               file=sys.stderr)
         return 2
-    if command in FAST_HELP and wants_help(rest):
-        print(command_help(command))
+    if not command.answers_help_itself and wants_help(rest):
+        print(command_help(name))
         return 0
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    return run_reporting_errors(command, _command(command), rest)
-
-
-FAST_HELP = ("study", "effective-size", "analyze", "induce", "export", "subtasks")   # prune, finetune: their own
+    return run_reporting_errors(name, _load(command.run), rest)
 
 
 def command_help(name: str) -> str:
-    """A subcommand's help from its flag dataclasses, without importing torch (prune has its own, `prune_help`)."""
-    epilog = "Dashes and underscores both work; booleans take true/false (on by default: also --no_FLAG)."
-    if name == "study":
-        from ..study.run import StudyArguments  # lazy: `--help` does not load it
-        return render_help("hf-heuristic-core study", SUBCOMMANDS["study"], [("study", StudyArguments, None)],
-                           epilog=epilog + "\n--config FILE (YAML/JSON of these fields) sets the defaults; flags win.")
-    if name == "effective-size":
-        # lazy: `--help` does not load it
-        from .effective_size import DESCRIPTION, EffectiveSizeArguments
-        return render_help("hf-heuristic-core effective-size OUTPUT_DIR", DESCRIPTION,
-                           [("effective size", EffectiveSizeArguments, None)], epilog=epilog)
-    if name == "induce":
-        from .induce import DESCRIPTION as INDUCE  # lazy: `--help` does not load it
-        from .induce import InductionArguments  # lazy: `--help` does not load it
-        return render_help("hf-heuristic-core induce", INDUCE, [("induce", InductionArguments, None)], epilog=epilog)
-    if name == "export":
-        from .export import DESCRIPTION as EXPORT  # lazy: `--help` does not load it
-        from .export import ExportScriptArguments  # lazy: `--help` does not load it
-        return render_help("hf-heuristic-core export", EXPORT, [("export", ExportScriptArguments, None)],
-                           epilog=epilog)
-    if name == "subtasks":
-        from .subtasks import DESCRIPTION as SUBTASKS  # lazy: `--help` does not load it
-        from .subtasks import SubtasksArguments  # lazy: `--help` does not load it
-        return render_help("hf-heuristic-core subtasks", SUBTASKS, [("subtasks", SubtasksArguments, None)],
-                           epilog=epilog)
-    if name == "circuit":
-        from .circuit import circuit_help  # lazy: `--help` does not load it
-        return circuit_help()
-    if name == "finetune":
-        from .finetune import finetune_help  # lazy: `--help` does not load it
-        return finetune_help()
-    if name != "analyze":
-        raise ValueError(f"No help for {name!r}: one of {sorted(SUBCOMMANDS)}.")
-    from .analyze import DESCRIPTION as ANALYZE  # lazy: `--help` does not load it
-    from .analyze import AnalyzeArguments  # lazy: `--help` does not load it
-    return render_help("hf-heuristic-core analyze RUNS_DIR", ANALYZE, [("analyze", AnalyzeArguments, None)],
+    """A subcommand's help from its flag dataclass or its help function, without importing torch (prune answers
+    `--help` itself: `prune_help`)."""
+    command = SUBCOMMANDS.get(name)
+    if command is None or (command.help is None and command.arguments is None):
+        raise ValueError(f"No help for {name!r}: one of {sorted(set(SUBCOMMANDS) - {'prune'})}.")
+    if command.help is not None:
+        return _load(command.help)()
+    description = _load(command.description) if command.description else command.summary
+    epilog = EPILOG + (f"\n{command.epilog}" if command.epilog else "")
+    return render_help(command.usage, description, [(name.replace("-", " "), _load(command.arguments), None)],
                        epilog=epilog)
-
-
-def _command(name: str) -> Callable[[list[str]], int]:
-    """Subcommands import their modules lazily, so `--help` stays fast."""
-    if name == "prune":
-        return prune_command
-    if name == "study":
-        return study_command
-    if name == "finetune":
-        from .finetune import finetune_command  # lazy: `--help` does not load it
-        return finetune_command
-    if name == "export":
-        from .export import export_command  # lazy: `--help` does not load it
-        return export_command
-    if name == "subtasks":
-        from .subtasks import subtasks_command  # lazy: `--help` does not load it
-        return subtasks_command
-    if name == "induce":
-        from .induce import induce_command  # lazy: `--help` does not load it
-        return induce_command
-    if name == "circuit":
-        from .circuit import circuit_command  # lazy: `--help` does not load it
-        return circuit_command
-    if name == "effective-size":
-        from .effective_size import effective_size_command  # lazy: `--help` does not load it
-        return effective_size_command
-    from .analyze import analyze_command  # lazy: `--help` does not load it
-    return analyze_command
 
 
 def parse_study_arguments(argv: Sequence[str]):
@@ -160,7 +156,8 @@ def parse_study_arguments(argv: Sequence[str]):
     from transformers import HfArgumentParser
 
     from ..study.run import StudyArguments  # lazy: `--help` does not load it
-    parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study", description=SUBCOMMANDS["study"],
+    parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study",
+                              description=SUBCOMMANDS["study"].summary,
                               usage="hf-heuristic-core study [--config FILE] [flags] (see --help)")
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
