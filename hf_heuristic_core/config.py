@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .ablation.names import ABLATION_MODES
 from .granularity import GRANULARITIES, granularity_settings_class
 from .granularity.neuron.settings import NeuronSettings
 from .granularity.settings import GranularitySettings
@@ -51,7 +52,6 @@ SETTINGS_CLASSES: tuple[type, ...] = (*GRANULARITY_SETTINGS_CLASSES, *RELAXATION
 
 CONFIG_NAME = "pruning_config.json"
 
-ABLATION_MODES = ("mean", "zero", "resample")
 BINARIZATION_RULES = ("topk", "threshold")
 BINARIZATION_SCOPES = ("global", "per_layer")
 EVAL_MASKS = ("binary", "soft")

@@ -12,9 +12,10 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
+from ..ablation.names import ABLATION_MODES
+
 __all__ = ["AnalyzeSettings"]
 
-ABLATION_MODES = ("mean", "zero", "resample")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..ablation.names import ABLATION_MODES
 from ..errors import UsageError
 from ..granularity.edge.settings import EDGE_KIND
 from .help import render_help, wants_help
@@ -130,8 +131,8 @@ def parse_circuit_args(argv: Sequence[str]) -> CircuitArguments:
     if args.action not in ACTIONS:
         raise UsageError(f"circuit: give the action first, one of {sorted(ACTIONS)} (got {args.action!r}); e.g. "
                          "hf-heuristic-core circuit export --scores DIR --output_dir OUT.")
-    if args.ablation not in ("mean", "zero", "resample"):
-        raise UsageError(f"--ablation {args.ablation!r} is not one of mean, zero, resample.")
+    if args.ablation not in ABLATION_MODES:
+        raise UsageError(f"--ablation {args.ablation!r} is not one of {', '.join(ABLATION_MODES)}.")
     if args.edges not in ("all", "none"):
         raise UsageError(f"--edges {args.edges!r} is not one of all, none.")
     if args.level not in ("auto", "node", "edge"):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from ..ablation.names import ABLATION_MODES
 from ..config import SETTINGS_CLASSES, PruningConfig
 from ..errors import PruningError, UsageError
 from ..granularity import GRANULARITIES
@@ -39,7 +40,7 @@ TASK_CLASSES = {
     "causal_lm": "AutoModelForCausalLM",
     "token_classification": "AutoModelForTokenClassification",
 }
-ABLATIONS = ("mean", "zero", "resample")
+ABLATIONS = ABLATION_MODES
 
 # One flag per field of the granularities' and relaxations' settings dataclasses (`cli.settings_flags`): a field
 # added there is a prune flag, with its help, and reaches PruningConfig, without an edit here.

@@ -87,3 +87,16 @@ def test_ablation_modes_switch_and_soft_eval_masks_scale_heads():
     torch.testing.assert_close(logits_of(pm, batch), expected, atol=1e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="ablation"):
         pm.set_ablation("noise")
+
+
+def test_the_ablation_names_are_written_once():
+    """Configs, flags, reports and granularities accept exactly the modes `ablation.modes` implements."""
+    from hf_heuristic_core.ablation.modes import ABLATIONS
+    from hf_heuristic_core.ablation.names import ABLATION_MODES
+    from hf_heuristic_core.analysis import report_settings
+    from hf_heuristic_core.cli import prune
+    from hf_heuristic_core.granularity import GRANULARITIES, get_granularity
+    assert set(ABLATIONS) == set(ABLATION_MODES)
+    assert prune.ABLATIONS == report_settings.ABLATION_MODES == ABLATION_MODES
+    for name in GRANULARITIES.names():
+        assert set(get_granularity(name).ablations) <= set(ABLATION_MODES), name

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from ...ablation.names import ABLATION_MODES
 from ...architectures.resolve import resolve_architecture, transformers_model
 from ...errors import PruningError
 from ..base import ActivationSite, Granularity, MaskKind, MaskSource
@@ -139,7 +140,7 @@ class EdgeGranularity(Granularity):
 
     settings_class = EdgeSettings
     name = "edge"
-    ablations = ("mean", "zero", "resample")
+    ablations = ABLATION_MODES
     mask_kinds = (KIND,)
 
     def __init__(self, model: nn.Module, config: Any) -> None:

@@ -16,6 +16,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from ...ablation.apply import mask_block
+from ...ablation.names import ABLATION_MODES
 from ...architectures.resolve import input_width, resolve_architecture
 from ...errors import UnsupportedArchitectureError
 from ..base import ActivationSite, Granularity, MaskKind, MaskSource, OwnedUnits, UnitSizes
@@ -30,7 +31,7 @@ class NeuronGranularity(Granularity):
     settings_class = NeuronSettings
 
     name = "neuron"
-    ablations = ("mean", "zero", "resample")
+    ablations = ABLATION_MODES
     mask_kinds = ("neurons",)
     per_layer_kinds = ("neurons",)
 

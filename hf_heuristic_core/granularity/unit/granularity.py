@@ -18,6 +18,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from ...ablation.apply import mask_block, mask_heads
+from ...ablation.names import ABLATION_MODES
 from ...ablation.means import after_output_dropout
 from ...architectures.resolve import ResolvedStack, resolve_architecture
 from ..base import ActivationSite, Granularity, MaskKind, MaskSource, OwnedUnits, UnitSizes
@@ -37,7 +38,7 @@ class UnitGranularity(Granularity):
     settings_class = UnitSettings
 
     name = "unit"
-    ablations = ("mean", "zero", "resample")
+    ablations = ABLATION_MODES
     # The single-stack kinds by role: the analyses, reports and artifacts ask for them by these names.
     head_kind = "heads"
     block_kind = "mlps"
