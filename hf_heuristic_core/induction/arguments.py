@@ -12,17 +12,21 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["ARM_CHOICES", "MASK_FIELDS", "RUN_FIELDS", "SOURCE_FIELDS", "InductionArguments"]
+__all__ = ["ARM_CHOICES", "CARRY_CHOICES", "LEGACY_SETTINGS", "MASK_FIELDS", "RUN_FIELDS", "SOURCE_FIELDS",
+           "InductionArguments"]
 
 ARM_CHOICES = ("subnetwork", "random", "inverse", "full", "scratch")
+CARRY_CHOICES = ("subnetwork", "source")   # = transfer.CARRY_CHOICES (kept here torch-free for --help)
 # Fields that change what a run computes: a record written under other values is not comparable.
 RUN_FIELDS = ("num_tokens", "modulus", "eval_size", "data_seed", "epochs", "learning_rate", "batch_size",
-              "weight_decay")
+              "weight_decay", "carry")
 # --arithmetic: what the saved source and subnetwork were made with (reused only under the same values).
 SOURCE_FIELDS = ("num_tokens", "modulus", "data_seed", "source_epochs", "source_learning_rate", "source_batch_size",
-                 "source_train_fraction", "layers", "hidden", "heads", "inner")
+                 "source_train_fraction", "layers", "hidden", "heads", "inner", "dropout")
 MASK_FIELDS = ("data_seed", "mask_target_modules", "mask_epochs", "mask_learning_rate", "mask_penalty",
-               "mask_beta_max")
+               "mask_beta_max", "mask_init", "mask_batch_size")
+# The value each later-added field had before it existed: a record saved without the field was made with it.
+LEGACY_SETTINGS = {"carry": "subnetwork", "dropout": 0.0, "mask_init": 0.0, "mask_batch_size": 64}
 
 
 @dataclass
@@ -40,6 +44,11 @@ class InductionArguments:
                 "arms."})
     arms: str = field(default="subnetwork,random,scratch", metadata={
         "help": f"Comma-separated arms among {', '.join(ARM_CHOICES)}."})
+    carry: str = field(default="subnetwork", metadata={
+        "help": f"Transplant variant, one of {', '.join(CARRY_CHOICES)}: 'subnetwork' = only the subnetwork comes from "
+                "the source, everything else fresh; 'source' = the authors' (Zhang et al.'s code): every tensor the "
+                "masks do not cover (embeddings, LayerNorms, biases, head) is the source's, trainable, and only the "
+                "masked tensors' other entries are fresh. Applies to every masked arm (random included)."})
     seeds: str = field(default="0,1,2", metadata={"help": "Comma-separated seeds (fresh init and data order)."})
     ks: str = field(default="20,100", metadata={"help": "Comma-separated numbers of disambiguating T2 pairs."})
     num_tokens: int = field(default=40, metadata={"help": "Number tokens N (operands 0..N-1)."})
@@ -60,12 +69,17 @@ class InductionArguments:
     hidden: int = field(default=64, metadata={"help": "--arithmetic: GPT-2 width."})
     heads: int = field(default=4, metadata={"help": "--arithmetic: attention heads."})
     inner: int = field(default=256, metadata={"help": "--arithmetic: MLP width."})
+    dropout: float = field(default=0.0, metadata={
+        "help": "--arithmetic: the source's GPT-2 dropout (residual, embedding, attention); every arm inherits the "
+                "source's config, so it trains with the same (Zhang et al.: 0.1)."})
     mask_target_modules: str = field(default="wte,c_attn,c_proj,c_fc", metadata={
         "help": "--arithmetic: masked modules (wte = token embedding; without it the pilot saw no effect)."})
     mask_epochs: int = field(default=30, metadata={"help": "--arithmetic: continuous-sparsification epochs."})
     mask_learning_rate: float = field(default=1e-2, metadata={"help": "--arithmetic: mask logits' Adam lr."})
     mask_penalty: float = field(default=1e-6, metadata={"help": "--arithmetic: lambda of the L0 (soft-mask sum)."})
     mask_beta_max: float = field(default=100.0, metadata={"help": "--arithmetic: final beta (Zhang: 100)."})
+    mask_init: float = field(default=0.0, metadata={"help": "--arithmetic: initial mask logit s (Zhang: -0.1)."})
+    mask_batch_size: int = field(default=64, metadata={"help": "--arithmetic: discovery batch size (Zhang: 500)."})
     min_source_accuracy: float = field(default=0.9, metadata={
         "help": "Warn when the source scores below this on T1 (all pairs)."})
     min_subnetwork_accuracy: float = field(default=0.9, metadata={

@@ -108,14 +108,17 @@ def induction_splits(k: int, num_tokens: int = 40, modulus: int = 7, eval_size: 
 
 
 def arithmetic_model(num_tokens: int = 40, layers: int = 2, hidden: int = 64, heads: int = 4, inner: int = 256,
-                     seed: int = 0):
+                     seed: int = 0, dropout: float = 0.0):
     """A small GPT-2 for the rows above: untied embeddings (a weight mask on `wte` must not also mask the head),
-    no dropout (masks and transplanted weights are compared deterministically), 4 positions."""
+    4 positions, `dropout` on residuals, embeddings and attention (default none; Zhang et al. train with 0.1).
+    Discovery and scoring run in eval mode, so dropout acts only while the source and the arms train."""
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(vocab_size=vocab_size(num_tokens), n_positions=4, n_embd=hidden, n_layer=layers,
-                        n_head=heads, n_inner=inner, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                        n_head=heads, n_inner=inner, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
                         tie_word_embeddings=False, bos_token_id=None, eos_token_id=None)
     torch.manual_seed(seed)
     return GPT2LMHeadModel(config)

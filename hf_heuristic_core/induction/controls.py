@@ -13,6 +13,10 @@
 - `scratch`: the fresh initialization only (masks ignored, may be None).
 
 Every arm with the same seed draws the same fresh initialization, so arms differ only in what is transplanted.
+`carry` (`transfer.CARRY_CHOICES`) applies to every masked arm alike (`subnetwork`, `random`, `random_complement`,
+`inverse`): with `carry="source"` each of them starts from the source outside the tensors its masks cover (the
+authors' transplant, their random arm included), with the default `"subnetwork"` from the fresh model. `full` and
+`scratch` ignore it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from .provenance import attach_provenance
 from .transfer import (
     _target,
     _transfer,
+    check_carry,
     check_keeps_some,
     keep_pruned_kinds,
     source_model,
@@ -85,12 +90,13 @@ def inverse_masks(masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
 
 def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed: int = 0, *, config: Any = None,
               target: nn.Module | None = None, source_name: str | None = None,
-              relaxation: str | None = None) -> nn.Module:
+              relaxation: str | None = None, carry: str = "subnetwork") -> nn.Module:
     """The model of one arm (see the module docstring); `seed` seeds the fresh initialization and, for `random`,
-    the random mask. `config`, `target`, `source_name`, `relaxation`: as in `transfer_subnetwork`. Every returned
-    model carries its provenance (`model.subtask_induction`)."""
+    the random mask. `config`, `target`, `source_name`, `relaxation`, `carry`: as in `transfer_subnetwork`. Every
+    returned model carries its provenance (`model.subtask_induction`)."""
     if arm not in ARMS:
         raise UsageError(f"Unknown arm {arm!r}; choose one of {', '.join(ARMS)}.")
+    check_carry(carry)
     masks, config, source_name = unpack_masks(source, masks, config, source_name)
     record = {"config": config, "source_name": source_name, "relaxation": relaxation}
     if arm in ("full", "scratch"):
@@ -107,7 +113,7 @@ def build_arm(source: nn.Module, masks: Mapping[str, Any] | None, arm: str, seed
         binary = random_like_counts(binary, seed, complement=arm == "random_complement")
     elif arm == "inverse":
         binary = inverse_masks(binary)
-    return _transfer(source, binary, seed, arm=arm, target=target, **record)
+    return _transfer(source, binary, seed, arm=arm, target=target, carry=carry, **record)
 
 
 @torch.no_grad()

@@ -41,8 +41,12 @@ FORMAT = "hf_heuristic_core.subtask_induction/1"
 
 def provenance_record(model: nn.Module, *, source: nn.Module | None, arm: str, seed: int,
                       gates: Mapping[str, torch.Tensor], masks: Mapping[str, Any] | None = None, config: Any = None,
-                      source_name: str | None = None, relaxation: str | None = None) -> dict[str, Any]:
-    """The JSON-able record of one transplant (see the module docstring)."""
+                      source_name: str | None = None, relaxation: str | None = None,
+                      carry: tuple[str, int] = ("subnetwork", 0)) -> dict[str, Any]:
+    """The JSON-able record of one transplant (see the module docstring). `carry`: the transplant variant
+    (`transfer.CARRY_CHOICES`; recorded as None for the full and scratch arms, where it does not apply) and how many
+    source entries outside the masked tensors were copied in, trainable (0 unless the variant is "source")."""
+    carry, carried_entries = carry
     tensors = {name: {"kept": int(g.sum()), "total": g.numel()} for name, g in gates.items()}
     layers: dict[str, dict[str, int]] = {}
     for name, counts in tensors.items():
@@ -67,6 +71,7 @@ def provenance_record(model: nn.Module, *, source: nn.Module | None, arm: str, s
         granularity = granularity_for_kinds(mask_counts)
     return {
         "format": FORMAT, "arm": arm, "seed": seed, "source": source_name or None,
+        "carry": None if arm in ("full", "scratch") else carry, "carried_entries": int(carried_entries),
         "source_class": type(source).__name__ if source is not None else None,
         "granularity": granularity, "relaxation": relaxation,
         "kept_entries": kept, "masked_entries": masked, "model_entries": all_params,
@@ -76,9 +81,9 @@ def provenance_record(model: nn.Module, *, source: nn.Module | None, arm: str, s
     }
 
 
-def attach_provenance(model: nn.Module, **record: Any) -> None:
+def attach_provenance(model: nn.Module, carry: str = "subnetwork", carried_entries: int = 0, **record: Any) -> None:
     """Record where `model` came from and make its `save_pretrained` write the plain checkpoint + record."""
-    model.subtask_induction = provenance_record(model, **record)
+    model.subtask_induction = provenance_record(model, carry=(carry, carried_entries), **record)
     if hasattr(type(model), "save_pretrained"):
         model.save_pretrained = types.MethodType(_save_pretrained, model)
 
@@ -150,7 +155,7 @@ def card_text(record: Mapping[str, Any]) -> str:
                   (f"Transplanted (frozen) entries: {record['kept_entries']} of the {record['masked_entries']} "
                    f"masked entries ({100 * record['kept_fraction_of_masked']:.2f}%), "
                    f"{100 * record['kept_fraction_of_model']:.2f}% of the model's {record['model_entries']} "
-                   "parameters. Every other weight is the fresh initialization named above."), "",
+                   "parameters. " + _rest_of_model(record)), "",
                   "| layer | kept | of | % |", "|---|---:|---:|---:|"]
         lines += [f"| {layer} | {c['kept']} | {c['total']} | {100 * c['fraction']:.2f} |"
                   for layer, c in record["layers"].items()]
@@ -158,6 +163,15 @@ def card_text(record: Mapping[str, Any]) -> str:
                    f"record, `{GATES_NAME}` which entries were frozen: "
                    "`hf_heuristic_core.load_transplanted(dir)` reloads the model with them frozen again."), ""]
     return "\n".join(lines)
+
+
+def _rest_of_model(record: Mapping[str, Any]) -> str:
+    """What the card says about the weights outside the subnetwork, per transplant variant."""
+    if record.get("carry") == "source":
+        return (f"Every tensor the masks do not cover ({record.get('carried_entries', 0)} entries: embeddings, "
+                "LayerNorms, biases, head, ...) was copied from the source and trained (carry='source', the authors' "
+                "transplant); the masked tensors' other entries are the fresh initialization named above.")
+    return "Every other weight is the fresh initialization named above (carry='subnetwork')."
 
 
 def load_transplanted(directory: str | os.PathLike, model_class: type | None = None, **kwargs: Any) -> nn.Module:

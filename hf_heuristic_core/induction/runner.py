@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .arguments import ARM_CHOICES, MASK_FIELDS, SOURCE_FIELDS, InductionArguments
+from .arguments import ARM_CHOICES, CARRY_CHOICES, LEGACY_SETTINGS, MASK_FIELDS, SOURCE_FIELDS, InductionArguments
 from ..errors import UsageError
 from ..io_utils import atomic_write_text
 from ..artifacts import read_artifact
@@ -55,7 +55,10 @@ def _record_path(out: Path, arm: str, k: int, seed: int) -> Path:
 
 
 def _same_settings(path: Path, saved: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> None:
-    """Reusing a result made under other settings would report it under the new ones: refuse."""
+    """Reusing a result made under other settings would report it under the new ones: refuse. A field the saved
+    record lacks was added later; the record was made with its old value (`LEGACY_SETTINGS`)."""
+    if saved is not None:
+        saved = {**{k: v for k, v in LEGACY_SETTINGS.items() if k in wanted}, **saved}
     if saved != dict(wanted):
         changed = {k: (None if saved is None else saved.get(k), v) for k, v in wanted.items()
                    if saved is None or saved.get(k) != v}
@@ -85,7 +88,7 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
         source_dir = Path(args.source) if args.source else out / "source"
         if args.arithmetic and not (source_dir / "config.json").exists():
             model = arithmetic_model(args.num_tokens, args.layers, args.hidden, args.heads, args.inner,
-                                     seed=args.data_seed)
+                                     seed=args.data_seed, dropout=args.dropout)
             splits = source_splits(args.num_tokens, args.modulus, args.source_train_fraction, seed=args.data_seed)
             started = time.time()
             info = train_last_token(model, splits["train"], epochs=args.source_epochs,
@@ -130,7 +133,8 @@ def _prepare_source(args: InductionArguments, out: Path, source: Any, masks: Any
             started = time.time()
             settings = DiscoverySettings(target_modules=args.mask_target_modules.split(","),
                                          epochs=args.mask_epochs, learning_rate=args.mask_learning_rate,
-                                         penalty=args.mask_penalty, beta_max=args.mask_beta_max, seed=args.data_seed)
+                                         penalty=args.mask_penalty, beta_max=args.mask_beta_max, init=args.mask_init,
+                                         batch_size=args.mask_batch_size, seed=args.data_seed)
             discover_subnetwork(source, s1, settings, save_directory=str(mask_dir))
             atomic_write_text(mask_dir / "discovery.json", json.dumps(
                 {"seconds": time.time() - started, "settings": args.run_settings(MASK_FIELDS)}, indent=2) + "\n")
@@ -153,6 +157,10 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
     from .training import BestValidation, train_last_token  # at call time: tests patch this name on its module
 
     out = Path(args.output_dir)
+    if args.carry not in CARRY_CHOICES:
+        raise UsageError(f"--carry {args.carry!r}: choose one of {', '.join(CARRY_CHOICES)} ('subnetwork': only the "
+                         "subnetwork from the source; 'source': the authors' transplant, everything the masks do not "
+                         "cover from the source).")
     if data is not None and args.arithmetic:
         raise UsageError("--arithmetic trains an a + ab source for the arithmetic target task; with your own data, "
                          "pass the source and masks instead.")
@@ -169,7 +177,7 @@ def run_induction(args: InductionArguments, *, source: Any = None, masks: Mappin
                 record = _read_record(path, settings)
                 if record is None:
                     started = time.time()
-                    model = build_arm(source, masks, arm, seed)
+                    model = build_arm(source, masks, arm, seed, carry=args.carry)
                     best = BestValidation(splits["validation"], splits["test"])
                     info = train_last_token(model, splits["train"], epochs=args.epochs,
                                             learning_rate=args.learning_rate, batch_size=args.batch_size, seed=seed,

@@ -1,7 +1,16 @@
 """`transfer_subnetwork`: a fresh model of the source's class with the subnetwork's weights copied in and frozen.
 
 Zhang, Lepori & Pavlick's Subtask Induction: `theta = g * theta_src + (1 - g) * theta_new`, only the `(1 - g)` part
-trains. The fresh part is the model's own initialization (`type(source)(config)`, i.e. `post_init` /
+trains. What the rest of the model starts from is `carry` (`CARRY_CHOICES`):
+
+- `carry="subnetwork"` (the default): only the subnetwork comes from the source; every other entry of every tensor,
+  the tensors the masks do not cover included (embeddings, LayerNorms, biases, head), is the fresh initialization.
+- `carry="source"`: the authors' transplant (Rock-Z/instilling-inductive-bias, `math/transfer.py` with NeuroSurgeon's
+  `_init_subnet_transfer`): every tensor the masks do not cover is copied from the source and stays trainable
+  (embeddings, position embeddings, LayerNorms, biases, head, buffers); only the entries of the *masked* tensors
+  outside the subnetwork are freshly initialized. A masked tensor is one the masks cover, whether or not it keeps
+  any entry (unit masks cover every tensor a unit of their kinds owns).
+ The fresh part is the model's own initialization (`type(source)(config)`, i.e. `post_init` /
 `_init_weights`) under `torch.manual_seed(seed)`, drawn inside a forked RNG so the caller's random state is not
 touched. Plain `nn.Module`s without a config are deep-copied and re-initialized with every submodule's
 `reset_parameters()` under the same seed. How masks become per-entry gates: `induction.gates`; how frozen entries
@@ -25,8 +34,12 @@ from .freezing import Transplant, accept_plain_state_dicts, install_transplant
 from .gates import parameter_gates, tensor_slots, validate_binary
 from .provenance import attach_provenance
 
-__all__ = ["check_keeps_some", "check_same_model", "fresh_model", "keep_pruned_kinds", "source_model", "source_tensors",
-           "transfer_gates", "transfer_subnetwork", "unpack_masks"]
+__all__ = ["CARRY_CHOICES", "carry_source", "check_carry", "check_keeps_some", "check_same_model", "covered_tensors",
+           "fresh_model", "keep_pruned_kinds", "source_model", "source_tensors", "transfer_gates",
+           "transfer_subnetwork", "unpack_masks"]
+
+# What a transplanted model takes from the source besides the subnetwork (see the module docstring).
+CARRY_CHOICES = ("subnetwork", "source")
 
 
 def source_model(source: nn.Module) -> nn.Module:
@@ -202,9 +215,11 @@ def unpack_masks(source: nn.Module, masks: Any, config: Any, source_name: str | 
 
 def transfer_subnetwork(source: nn.Module, masks: Mapping[str, Any], seed: int = 0, *, config: Any = None,
                         target: nn.Module | None = None, source_name: str | None = None,
-                        relaxation: str | None = None) -> nn.Module:
-    """A model of `source`'s class and config whose masked-in entries are `source`'s (frozen) and whose every other
-    weight is freshly initialized with `seed`.
+                        relaxation: str | None = None, carry: str = "subnetwork") -> nn.Module:
+    """A model of `source`'s class and config whose masked-in entries are `source`'s (frozen) and whose other
+    entries are freshly initialized with `seed`: every other weight with `carry="subnetwork"` (the default), only
+    the masked tensors' other entries with `carry="source"` (the authors' transplant: every tensor the masks do not
+    cover is the source's, trainable; see the module docstring).
 
     `masks`: weight masks keyed by parameter names, or unit (`heads`, `mlps`) / neuron (`neurons`) masks as
     `PrunableModel.get_masks(binary=True)` returns them, or a `MaskArtifact` (`read_artifact(dir)`: its masks,
@@ -215,19 +230,64 @@ def transfer_subnetwork(source: nn.Module, masks: Mapping[str, Any], seed: int =
     `name_or_path`, `config.relaxation`). A mask that keeps nothing or everything is refused: use
     `build_arm(..., "scratch" / "full")`.
     """
+    check_carry(carry)
     masks, config, source_name = unpack_masks(source, masks, config, source_name)
     return _transfer(source, check_keeps_some(keep_pruned_kinds(masks, config)), seed, config=config,
-                     arm="subnetwork", target=target, source_name=source_name, relaxation=relaxation)
+                     arm="subnetwork", target=target, source_name=source_name, relaxation=relaxation, carry=carry)
+
+
+def check_carry(carry: str) -> str:
+    """`carry` itself, or a clear error naming the choices."""
+    if carry not in CARRY_CHOICES:
+        raise UsageError(f"carry={carry!r} is not a transplant variant; choose 'subnetwork' (only the subnetwork "
+                         "comes from the source, everything else fresh) or 'source' (the authors': every tensor the "
+                         "masks do not cover is the source's, trainable; only the masked tensors' other entries "
+                         "fresh).")
+    return carry
 
 
 def _transfer(source: nn.Module, masks: Mapping[str, torch.Tensor], seed: int, *, config: Any, arm: str,
-              target: nn.Module | None, source_name: str | None, relaxation: str | None) -> nn.Module:
+              target: nn.Module | None, source_name: str | None, relaxation: str | None,
+              carry: str = "subnetwork") -> nn.Module:
     model = _target(source, target, seed)
     gates = parameter_gates(model, masks, config)
+    carried = carry_source(source, model, covered_tensors(model, masks, config, gates)) if carry == "source" else 0
     transfer_gates(source, gates, seed, model=model)
     attach_provenance(model, source=source_model(source), arm=arm, seed=None if target is not None else seed,
-                      gates=gates, masks=masks, config=config, source_name=source_name, relaxation=relaxation)
+                      gates=gates, masks=masks, config=config, source_name=source_name, relaxation=relaxation,
+                      carry=carry, carried_entries=carried)
     return model
+
+
+def covered_tensors(model: nn.Module, masks: Mapping[str, torch.Tensor], config: Any,
+                    gates: Mapping[str, torch.Tensor]) -> set[str]:
+    """The tensors the masks cover (names as `tensor_slots` gives them): a weight mask's tensor whether or not it
+    keeps an entry, and for unit / neuron masks every tensor some unit of their kinds owns (the gates of all-ones
+    masks), so a layer whose heads were all dropped still counts as masked."""
+    everything = {key: torch.ones(torch.as_tensor(value).shape, dtype=torch.bool) for key, value in masks.items()}
+    return set(gates) | set(parameter_gates(model, everything, config))
+
+
+@torch.no_grad()
+def carry_source(source: nn.Module, model: nn.Module, covered: set[str]) -> int:
+    """Copy every parameter of `model` outside `covered` (trainable) and every buffer from `source`; returns the
+    number of parameter entries copied. A tied tensor is one slot, so its other names follow it."""
+    values = source_tensors(source_model(source))
+    copied = 0
+    for name, slot in tensor_slots(model).items():
+        if name in covered:
+            continue
+        value = next((values[alias] for alias in (name, *slot.aliases) if alias in values), None)
+        if value is None or value.shape != slot.parameter.shape:
+            raise UsageError(f"The source has no parameter {name!r} of shape {tuple(slot.parameter.shape)}, so "
+                             "carry='source' cannot copy it; the source and the target must be one architecture.")
+        slot.parameter.copy_(value.to(device=slot.parameter.device, dtype=slot.parameter.dtype))
+        copied += value.numel()
+    source_buffers = dict(source_model(source).named_buffers())
+    for name, buffer in model.named_buffers():
+        if name in source_buffers and source_buffers[name].shape == buffer.shape:
+            buffer.copy_(source_buffers[name])
+    return copied
 
 
 def _target(source: nn.Module, target: nn.Module | None, seed: int) -> nn.Module:
