@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..architectures.resolve import resolve_architecture
+from ..architectures.registry import ARCHITECTURES
 from ..config import CONFIG_NAME as MASK_CONFIG_NAME
 from ..errors import ArtifactError, ExportError
 from ..io_utils import ordinary_permissions, swap_folder
@@ -167,7 +167,7 @@ def save_slim(model: nn.Module, save_directory: str | os.PathLike, overwrite: bo
                               "slim model's files would mix with them. Choose another (or an empty) folder.")
     info = slim_info(model)
     if not info["stock"] and "modules" not in info:   # reloaded from a folder saved before folders carried code
-        info.update(layout_record(model, resolve_architecture(model).paths))
+        info.update(layout_record(model, ARCHITECTURES[info["model_type"]]))
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:

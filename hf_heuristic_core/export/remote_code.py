@@ -69,14 +69,16 @@ def layout_record(model: nn.Module, paths: ArchitectureMap) -> dict[str, Any]:
         spec = _module_spec(module, stock_modules[name])
         if spec is not None:
             modules[name] = spec
-    names = {id(module): name for name, module in base.named_modules()}
+    # the layers are found on the stock build: resolving the slim model itself would check its (pruned) widths
+    stock_names = {id(module): name for name, module in stock_base.named_modules()}
     attributes: dict[str, dict[str, Any]] = {}
-    for layer in resolve_architecture(model).layers:
-        attention = layer.get_submodule(paths.slim.attention_module)
+    for stock_layer in resolve_architecture(stock).layers:
+        path = stock_names[id(stock_layer.get_submodule(paths.slim.attention_module))]
+        attention = base.get_submodule(path)
         values = {attribute: _read_attribute(attention, attribute) for attribute, _ in paths.slim.attention_attrs}
         values = {key: value for key, value in values.items() if value is not None}
         if values:
-            attributes[names[id(attention)]] = values
+            attributes[path] = values
     return {"modules": modules, "attributes": attributes}
 
 
