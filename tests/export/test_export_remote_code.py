@@ -163,6 +163,23 @@ def test_a_model_its_own_code_built_saves_and_reloads_both_ways(exported, tmp_pa
                 assert float((model(**data["batch"]).logits - data["expected"]).abs().max()) <= 1e-6
 
 
+def test_a_layer_width_that_is_no_multiple_of_the_head_count(tmp_path):
+    """Heads of width 9 (hidden 36, 4 heads): a layer keeping 3 heads has 27 output-projection inputs, which no
+    width check dividing by the head count accepts (with the 4 x 8 tiny configs every kept count divides; the real
+    MiniLM's 4 of 12 heads of width 32 found the module record resolving the slim model's pruned widths)."""
+    prunable = PrunableModel(tiny_model("bert", num_layers=2, hidden_size=36, seed=3), PruningConfig(ablation="zero"))
+    prunable.set_masks(heads=torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]]))
+    batch = _batch("bert", batch_size=2, seq_len=6)
+    with torch.no_grad():
+        hooked = prunable.eval()(**batch).logits
+    save_slim(prunable.export_slim(), tmp_path / "slim-width9")
+    auto = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "slim-width9",
+                                                                          trust_remote_code=True).eval()
+    assert auto.bert.encoder.layer[0].attention.output.dense.in_features == 27
+    with torch.no_grad():
+        assert float((auto(**batch).logits - hooked).abs().max()) <= 1e-5
+
+
 def test_a_uniform_folder_stays_code_free(tmp_path):
     prunable = PrunableModel(tiny_model("llama", task="causal_lm", num_layers=2), PruningConfig(ablation="zero"))
     heads = torch.ones(2, prunable.num_heads)
