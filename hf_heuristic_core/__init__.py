@@ -33,6 +33,14 @@ _EXPORTS: dict[str, str] = {
                     "analysis.attention_patterns"),
     "EffectiveSizeCallback": "search.callback",
     "PruningConfig": "config",
+    # Each method's settings object (`PruningConfig(relaxation=HardConcreteSettings(init_mean=3.0))`), torch-free.
+    "HardConcreteSettings": "relaxations.hard_concrete.settings",
+    "ContinuousSparsificationSettings": "relaxations.continuous_sparsification.settings",
+    "GumbelSigmoidSettings": "relaxations.gumbel_sigmoid.settings",
+    "UnitSettings": "granularity.unit.settings",
+    "NeuronSettings": "granularity.neuron.settings",
+    "WeightSettings": "granularity.weight.settings",
+    "EdgeSettings": "granularity.edge.settings",
     **dict.fromkeys(["collapse_nli_predictions", "generate_nli", "hans_subsets", "load_hans", "load_mnli",
                      "load_paws", "load_qqp"], "data.nli"),
     **dict.fromkeys(["evaluate_subnetwork", "full_model_accuracy"], "evaluation.subnetwork"),
@@ -97,6 +105,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .architectures.resolve import resolve_architecture
     from .artifacts import MaskArtifact, read_artifact
     from .config import PruningConfig
+    from .granularity.edge.settings import EdgeSettings
+    from .granularity.neuron.settings import NeuronSettings
+    from .granularity.unit.settings import UnitSettings
+    from .granularity.weight.settings import WeightSettings
+    from .relaxations.continuous_sparsification.settings import ContinuousSparsificationSettings
+    from .relaxations.gumbel_sigmoid.settings import GumbelSigmoidSettings
+    from .relaxations.hard_concrete.settings import HardConcreteSettings
     from .data.nli import (collapse_nli_predictions, generate_nli, hans_subsets, load_hans, load_mnli, load_paws,
                            load_qqp)
     from .export import export_slim, load_slim, push_slim_to_hub, save_slim

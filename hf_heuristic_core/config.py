@@ -15,6 +15,16 @@ per weight: `logits_dtype="bfloat16"` stores them (and so their gradients and Ad
 masked weight instead of 16, fine for continuous sparsification's near-zero logits but lossy for Gumbel-sigmoid's
 (BENCHMARKS.md, weight masks).
 
+Each method's own settings are an object of its settings class, saved under the method's name (the discriminator):
+
+    PruningConfig(granularity="neuron", relaxation=HardConcreteSettings(init_mean=3.0))
+    PruningConfig(relaxation="gumbel_sigmoid", relaxation_settings={"gumbel_tau": 0.5})
+
+`config.relaxation` and `config.granularity` are always the names; `config.relaxation_settings` and
+`config.granularity_settings` the objects. The flat keywords of earlier releases (`PruningConfig(init_mean=3.0)`) still
+work and warn once; reading `config.init_mean` reads the chosen method's setting. `pruning_config.json` files written
+by earlier releases (every method's fields at the top level) load unchanged.
+
 `uniform_layers=True` binarizes to the same count in every layer (heads in whole key/value groups, MLP blocks all
 kept or all removed, the same number of MLP neurons): the Minitron / Sheared-LLaMA constraint, which a stock
 Transformers config can express, so the slim export loads with plain `from_pretrained` (`relaxations.uniform`).
@@ -23,32 +33,24 @@ Transformers config can express, so the slim export loads with plain `from_pretr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable
 
 from .ablation.names import ABLATION_MODES
 from .granularity import GRANULARITIES, granularity_settings_class
-from .granularity.neuron.settings import NeuronSettings
 from .granularity.settings import GranularitySettings
-from .granularity.unit.settings import UnitSettings
-from .granularity.weight.settings import LOGITS_DTYPES, WeightSettings
 from .io_utils import atomic_write_text
+from .method_settings import MethodSettings
 from .relaxations import RELAXATIONS, relaxation_settings_class
-from .relaxations.continuous_sparsification.settings import ContinuousSparsificationSettings
-from .relaxations.gumbel_sigmoid.settings import GumbelSigmoidSettings
-from .relaxations.hard_concrete.settings import HardConcreteSettings
 from .relaxations.settings import RelaxationSettings
 
-# The built-in relaxations' settings, composed into PruningConfig (their fields are its flat fields).
-RELAXATION_SETTINGS_CLASSES: tuple[type[RelaxationSettings], ...] = (
-    HardConcreteSettings, ContinuousSparsificationSettings, GumbelSigmoidSettings)
-# The built-in granularities' settings, composed the same way (the PruningConfig fields only that granularity reads).
-GRANULARITY_SETTINGS_CLASSES: tuple[type[GranularitySettings], ...] = (UnitSettings, NeuronSettings, WeightSettings)
-# Every method's settings class PruningConfig composes (the prune command's flags are generated from them).
-SETTINGS_CLASSES: tuple[type, ...] = (*GRANULARITY_SETTINGS_CLASSES, *RELAXATION_SETTINGS_CLASSES)
+logger = logging.getLogger(__name__)
 
 CONFIG_NAME = "pruning_config.json"
 
@@ -57,37 +59,61 @@ BINARIZATION_SCOPES = ("global", "per_layer")
 EVAL_MASKS = ("binary", "soft")
 
 
+@dataclass(frozen=True)
+class MethodKind:
+    """One kind of method a config chooses (relaxation, granularity): its registry, and its settings' base class."""
+
+    name: str
+    default: str
+    names: Callable[[], list[str]]
+    settings_class: Callable[[str], type[MethodSettings]]
+    base: type[MethodSettings]
+
+    @property
+    def settings_field(self) -> str:
+        return f"{self.name}_settings"
+
+
+# Relaxation first: a setting both kinds could hold is the relaxation's (none of the built-ins share a name).
+METHOD_KINDS = (
+    MethodKind("relaxation", "hard_concrete", RELAXATIONS.names, relaxation_settings_class, RelaxationSettings),
+    MethodKind("granularity", "unit", GRANULARITIES.names, granularity_settings_class, GranularitySettings),
+)
+
+
+def registered_settings_classes() -> list[type[MethodSettings]]:
+    """Every registered granularity's and relaxation's settings class, granularities first (the prune command's
+    generated flags, in that order)."""
+    granularity, relaxation = METHOD_KINDS[1], METHOD_KINDS[0]
+    return [kind.settings_class(name) for kind in (granularity, relaxation) for name in kind.names()]
+
+
 @dataclass
-class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
-                    GumbelSigmoidSettings, ContinuousSparsificationSettings, HardConcreteSettings):
+class PruningConfig:
     """Settings of a pruning run; serialized next to the masks so an artifact explains itself.
 
-    Each relaxation's constants come from its settings dataclass (`relaxations/<name>/settings.py`), and each
-    granularity's own fields from its (`granularity/<name>/settings.py`: unit `prune_heads`, `prune_mlps`; weight
-    `target_modules`, `layers_to_transform`, `mask_bias`, `logits_dtype`), composed here as keyword-only fields, so
-    `PruningConfig(temperature=0.5, mask_bias=True)` and old `pruning_config.json` files work unchanged;
-    `relaxation_settings` and `granularity_settings` are the chosen ones' settings objects.
+    `granularity` / `relaxation` take the method's registered name or its settings object
+    (`relaxation=HardConcreteSettings(temperature=0.5)`); `granularity_settings` / `relaxation_settings` take the
+    settings as an object or a dict of the fields to change (None: the method's defaults). Each relaxation's
+    constants live in its settings class (`relaxations/<name>/settings.py`), each granularity's own fields in its
+    (`granularity/<name>/settings.py`: unit `prune_heads`, `prune_mlps`; weight `target_modules`,
+    `layers_to_transform`, `mask_bias`, `logits_dtype`).
 
     Architecture overrides (`layers_path`, `attention_output`, `mlp_output`, `num_heads`) are only needed for
     models the built-in map and the suffix detection do not cover; paths are relative to `model.base_model`
     (`layers_path`) and to one layer (`attention_output`, `mlp_output`).
     """
 
-    # The relaxation-dependent defaults are the chosen relaxation's (`relaxation_settings`), not the config's own.
-    paper_binarization: ClassVar[str | None] = None
-    default_mask_samples: ClassVar[int | None] = None
-    default_penalty_weight: ClassVar[float | None] = None
-
-    granularity: str = "unit"
-    relaxation: str = "hard_concrete"
-    # The granularities' fields are those of their settings dataclasses (the bases above), keyword-only.
-    # None: "mean" (the paper's), or "zero" for granularity="weight" (weight masking is zero ablation of weights).
+    # A name, or the method's settings object (the config keeps the name here and the object in *_settings).
+    granularity: str | GranularitySettings = "unit"
+    relaxation: str | RelaxationSettings = "hard_concrete"
+    granularity_settings: GranularitySettings | dict[str, Any] | None = None
+    relaxation_settings: RelaxationSettings | dict[str, Any] | None = None
+    # None: the granularity's default ("mean", the paper's; "zero" for granularity="weight": weight masking is zero
+    # ablation of weights).
     ablation: str | None = None
 
-    # The relaxations' constants are the fields of their settings dataclasses (the bases above; hard concrete:
-    # init_mean, init_std, temperature, limit_left, limit_right, eps; continuous sparsification: cs_init, cs_beta,
-    # cs_beta_max; Gumbel-sigmoid: gumbel_init_prob, gumbel_tau), keyword-only. Mask samples per batch (one per
-    # chunk); None: the relaxation's paper default (Gumbel-sigmoid: 4).
+    # Mask samples per batch (one per chunk); None: the relaxation's paper default (Gumbel-sigmoid: 4).
     mask_samples: int | None = None
 
     # How learned masks become 0/1 masks (binarization None: the relaxation's paper rule, topk for hard concrete).
@@ -123,63 +149,77 @@ class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for kind in METHOD_KINDS:
+            name, settings = _resolve_method(kind, getattr(self, kind.name), getattr(self, kind.settings_field))
+            object.__setattr__(self, kind.name, name)
+            object.__setattr__(self, kind.settings_field, settings)
         if self.ablation is None:
-            self.ablation = "zero" if self.granularity == "weight" else "mean"
-        _check_choice("relaxation", self.relaxation, tuple(RELAXATIONS.names()))
-        settings_class = relaxation_settings_class(self.relaxation)
+            self.ablation = self.granularity_settings.default_ablation
         if self.binarization is None:
-            self.binarization = settings_class.paper_binarization
+            self.binarization = self.relaxation_settings.paper_binarization
         if self.mask_samples is None:
-            self.mask_samples = settings_class.default_mask_samples
-        if isinstance(self.layers_to_transform, int):
-            self.layers_to_transform = [self.layers_to_transform]
+            self.mask_samples = self.relaxation_settings.default_mask_samples
         self.validate()
 
     def validate(self) -> None:
         """Reject settings that would silently produce meaningless masks."""
-        _check_choice("granularity", self.granularity, tuple(GRANULARITIES.names()))
-        _check_choice("relaxation", self.relaxation, tuple(RELAXATIONS.names()))
+        for kind in METHOD_KINDS:
+            name, settings = getattr(self, kind.name), getattr(self, kind.settings_field)
+            _check_choice(kind.name, name, tuple(kind.names()))
+            expected = kind.settings_class(name)
+            if not isinstance(settings, expected):
+                raise ValueError(f"PruningConfig: {kind.settings_field} is a {type(settings).__name__}, but the "
+                                 f"{name!r} {kind.name} reads {expected.__name__}; pass {expected.__name__}(...) or a "
+                                 f"dict of its fields.")
+            settings.validate()
         _check_choice("ablation", self.ablation, ABLATION_MODES)
         _check_choice("binarization", self.binarization, BINARIZATION_RULES)
         _check_choice("binarization_scope", self.binarization_scope, BINARIZATION_SCOPES)
         _check_choice("eval_mask", self.eval_mask, EVAL_MASKS)
-        _check_choice("logits_dtype", self.logits_dtype, LOGITS_DTYPES)
-        if self.logits_dtype != "float32" and self.granularity != "weight":
-            raise ValueError(f"PruningConfig: logits_dtype={self.logits_dtype!r} is for weight masks (one logit per "
-                             f"weight); {self.granularity!r} masks have few logits, keep logits_dtype='float32'.")
-        if self.granularity == "unit" and not (self.prune_heads or self.prune_mlps):
-            raise ValueError("PruningConfig: prune_heads and prune_mlps are both False, so nothing can be pruned; "
-                             "enable at least one of them.")
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"PruningConfig: threshold must be in (0, 1), got {self.threshold}.")
-        for settings_class in RELAXATION_SETTINGS_CLASSES:
-            settings_class.from_config(self).validate()
-        self.relaxation_settings.validate()
-        for settings_class in GRANULARITY_SETTINGS_CLASSES:
-            settings_class.from_config(self).validate()
-        self.granularity_settings.validate()
         if not (isinstance(self.mask_samples, int) and self.mask_samples >= 1):
             raise ValueError(f"PruningConfig: mask_samples must be an integer >= 1, got {self.mask_samples!r}.")
-        if self.granularity != "weight" and (self.target_modules is not None or self.layers_to_transform is not None
-                                             or self.mask_bias):
-            raise ValueError(f"PruningConfig: target_modules, layers_to_transform and mask_bias select weights, so "
-                             f"they need granularity='weight' (got granularity={self.granularity!r}).")
-        if self.uniform_layers and self.granularity == "weight":
-            raise ValueError("PruningConfig: uniform_layers keeps the same number of heads / MLP neurons in every "
-                             "layer, so it needs granularity='unit' or 'neuron' (weight masks have no per-layer "
-                             "unit count); drop uniform_layers or change the granularity.")
+        if self.uniform_layers and not self.granularity_settings.supports_uniform_layers:
+            raise ValueError(f"PruningConfig: uniform_layers keeps the same number of heads / MLP neurons in every "
+                             f"layer, and {self.granularity!r} masks have no per-layer unit count; drop "
+                             "uniform_layers or change the granularity.")
         if self.num_heads is not None and self.num_heads <= 0:
             raise ValueError(f"PruningConfig: num_heads must be positive, got {self.num_heads}.")
 
-    @property
-    def relaxation_settings(self) -> RelaxationSettings:
-        """The chosen relaxation's settings (a copy: change the config, not this object)."""
-        return relaxation_settings_class(self.relaxation).from_config(self)
+    # The chosen methods' settings read and written as if they were the config's own (the flat form of earlier
+    # releases): `config.init_mean` is `config.relaxation_settings.init_mean`.
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in _FIELD_NAMES:
+            raise AttributeError(name)
+        settings = self._settings_holding(name)
+        if settings is not None:
+            return getattr(settings, name)
+        owner = _owner_of(name)
+        if owner is not None:
+            kind, method = owner
+            raise AttributeError(f"PruningConfig has no {name!r}: it is a setting of the {method!r} {kind.name}, and "
+                                 f"this config's {kind.name} is {self.__dict__.get(kind.name)!r}.")
+        raise AttributeError(f"'PruningConfig' object has no attribute {name!r}")
 
-    @property
-    def granularity_settings(self) -> GranularitySettings:
-        """The chosen granularity's settings (a copy: change the config, not this object)."""
-        return granularity_settings_class(self.granularity).from_config(self)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FIELD_NAMES or name.startswith("_"):
+            object.__setattr__(self, name, value)
+            return
+        settings = self._settings_holding(name)
+        if settings is None:
+            owner = _owner_of(name)
+            where = f"a setting of the {owner[1]!r} {owner[0].name}, not of this config's" if owner else "no field"
+            raise AttributeError(f"PruningConfig: cannot set {name!r}: it is {where}"
+                                 f"{' ' + owner[0].name if owner else ''}.")
+        setattr(settings, name, value)
+
+    def _settings_holding(self, name: str) -> MethodSettings | None:
+        for kind in METHOD_KINDS:
+            settings = self.__dict__.get(kind.settings_field)
+            if isinstance(settings, MethodSettings) and name in settings.field_names():
+                return settings
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -189,12 +229,27 @@ class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
         facts = {"num_layers": None, "head_dim": None, "hidden_size": None, "mask_shapes": None}
         return PruningConfig.from_dict({**self.to_dict(), **facts})
 
+    def with_settings(self, **values: Any) -> "PruningConfig":
+        """A copy with the chosen methods' settings changed by name (`with_settings(init_mean=3.0)`); a setting of
+        a method this config did not choose is refused."""
+        data = self.to_dict()
+        routed = route_method_settings(values, data["relaxation"], data["granularity"], strict=True)
+        for kind in METHOD_KINDS:
+            data[kind.settings_field] = {**data[kind.settings_field], **routed[kind.settings_field]}
+        return PruningConfig.from_dict(data)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PruningConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        """A config from its saved form, or from the flat form earlier releases saved (every method's fields at the
+        top level: the chosen methods' are kept, the others' were never read and are dropped)."""
+        data = dict(data)
+        flat = {key: data.pop(key) for key in list(data) if key not in _FIELD_NAMES and _owner_of(key) is not None}
+        unknown = sorted(set(data) - _FIELD_NAMES)
         if unknown:
-            raise ValueError(f"PruningConfig.from_dict: unknown field(s) {unknown}; known fields are {sorted(known)}.")
+            raise ValueError(f"PruningConfig.from_dict: unknown field(s) {unknown}; known fields are "
+                             f"{sorted(_FIELD_NAMES)} (and the chosen methods' settings).")
+        if flat:   # a file of an earlier release: every method's fields, the unchosen ones never read
+            data = _with_flat_settings(data, flat, strict=False)
         return cls(**data)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
@@ -219,6 +274,140 @@ class PruningConfig(WeightSettings, NeuronSettings, UnitSettings,
         return cls.from_dict(data)
 
 
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(PruningConfig))
+
+
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"PruningConfig: {name}={value!r} is not one of {list(choices)}.")
+
+
+def _method_name(kind: MethodKind, chosen: Any) -> str:
+    """The registered name `chosen` (a name or a settings object) stands for."""
+    if isinstance(chosen, str):
+        _check_choice(kind.name, chosen, tuple(kind.names()))
+        return chosen
+    if not isinstance(chosen, kind.base):
+        raise TypeError(f"PruningConfig: {kind.name} takes a registered name or a {kind.base.__name__} object, got "
+                        f"{chosen!r}.")
+    names = [name for name in kind.names() if kind.settings_class(name) is type(chosen)]
+    if len(names) != 1:
+        why = (f"several {kind.name}s share it ({names})" if names else
+               f"no registered {kind.name} has it as its settings class")
+        raise ValueError(f"PruningConfig: {kind.name}={type(chosen).__name__}(...) does not name one {kind.name}: "
+                         f"{why}; pass {kind.name}='<name>', {kind.settings_field}={type(chosen).__name__}(...).")
+    return names[0]
+
+
+def _resolve_method(kind: MethodKind, chosen: Any, settings: Any) -> tuple[str, MethodSettings]:
+    """(name, settings object) from what was passed: a name or a settings object, and settings given as None, a
+    dict of fields or an object."""
+    name = _method_name(kind, chosen)
+    if not isinstance(chosen, str):
+        if settings is not None:
+            raise ValueError(f"PruningConfig: {kind.name} was given as a settings object and {kind.settings_field} "
+                             "too; pass one of them.")
+        settings = chosen
+    settings_class = kind.settings_class(name)
+    if settings is None:
+        return name, settings_class()
+    if isinstance(settings, dict):
+        return name, settings_class.from_dict(settings, owner=f"the {name!r} {kind.name}")
+    return name, settings
+
+
+def _owner_of(key: str) -> tuple[MethodKind, str] | None:
+    """The (kind, name) of a registered method whose settings have the field `key` (None: no method's)."""
+    for kind in METHOD_KINDS:
+        for name in kind.names():
+            if key in kind.settings_class(name).field_names():
+                return kind, name
+    return None
+
+
+def route_method_settings(values: dict[str, Any], relaxation: Any, granularity: Any,
+                          strict: bool = True) -> dict[str, dict[str, Any]]:
+    """Flat setting values (`{"init_mean": 3.0, "prune_mlps": False}`: the command line's flags, a recipe, the
+    keywords of earlier releases) sorted into `{"relaxation_settings": {...}, "granularity_settings": {...}}` of the
+    chosen methods. A value for a method not chosen is dropped when it is that method's default (it changes nothing)
+    and otherwise refused (`strict`: it would change nothing, silently), or dropped with a log line (`strict=False`,
+    files of earlier releases, which carried every method's fields and never read the others'). A key no registered
+    method has is a TypeError, as an unknown keyword is."""
+    chosen = {"relaxation": _method_name(METHOD_KINDS[0], relaxation),
+              "granularity": _method_name(METHOD_KINDS[1], granularity)}
+    routed: dict[str, dict[str, Any]] = {kind.settings_field: {} for kind in METHOD_KINDS}
+    for key, value in values.items():
+        home = next((kind for kind in METHOD_KINDS
+                     if key in kind.settings_class(chosen[kind.name]).field_names()), None)
+        if home is not None:
+            routed[home.settings_field][key] = value
+            continue
+        owner = _owner_of(key)
+        if owner is None:
+            raise TypeError(f"PruningConfig got an unexpected keyword argument {key!r}")
+        kind, method = owner
+        if value == kind.settings_class(method).defaults()[key]:
+            continue
+        message = (f"PruningConfig: {key}={value!r} is a setting of the {method!r} {kind.name}, and this config's "
+                   f"{kind.name} is {chosen[kind.name]!r}, which does not read it; drop it or choose "
+                   f"{kind.name}={method!r}.")
+        if strict:
+            raise ValueError(message)
+        logger.info("%s It was never read; dropped.", message)
+    return routed
+
+
+def _with_flat_settings(kwargs: dict[str, Any], flat: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """`kwargs` with the flat setting values merged into the chosen methods' settings (applied on top of a settings
+    object or dict given as well)."""
+    kwargs = dict(kwargs)
+    chosen = {kind.name: kwargs.get(kind.name, kind.default) for kind in METHOD_KINDS}
+    routed = route_method_settings(flat, chosen["relaxation"], chosen["granularity"], strict=strict)
+    for kind in METHOD_KINDS:
+        values = routed[kind.settings_field]
+        if not values:
+            continue
+        target = kind.name if not isinstance(chosen[kind.name], str) else kind.settings_field
+        given = kwargs.get(target)
+        if isinstance(given, MethodSettings):
+            kwargs[target] = dataclasses.replace(given, **values)
+        else:
+            kwargs[kind.settings_field] = {**(given or {}), **values}
+    return kwargs
+
+
+_flat_keywords_warned = False
+
+
+def _accept_flat_keywords(generated_init: Callable[..., None]) -> Callable[..., None]:
+    """The dataclass `__init__`, also taking the flat method keywords of earlier releases (warned once)."""
+
+    @functools.wraps(generated_init)
+    def __init__(self: PruningConfig, *args: Any, **kwargs: Any) -> None:
+        flat = {key: kwargs.pop(key) for key in list(kwargs) if key not in _FIELD_NAMES}
+        if flat:
+            _warn_flat_keywords(flat)
+            kwargs = _with_flat_settings(kwargs, flat, strict=True)
+        generated_init(self, *args, **kwargs)
+
+    return __init__
+
+
+def _warn_flat_keywords(flat: dict[str, Any]) -> None:
+    global _flat_keywords_warned
+    owners = {key: _owner_of(key) for key in flat}
+    if _flat_keywords_warned or all(owner is None for owner in owners.values()):
+        return
+    _flat_keywords_warned = True
+    shown = ", ".join(f"{key}={value!r}" for key, value in flat.items())
+    by_kind: dict[str, dict[str, Any]] = {}
+    for key, owner in owners.items():
+        if owner is not None:
+            by_kind.setdefault(owner[0].settings_field, {})[key] = flat[key]
+    instead = ", ".join(f"{field}={values!r}" for field, values in by_kind.items())
+    warnings.warn(f"PruningConfig({shown}): method settings as flat keywords are deprecated; pass {instead} (or the "
+                  "method's settings object, e.g. relaxation=HardConcreteSettings(init_mean=3.0)). This warning is "
+                  "shown once.", FutureWarning, stacklevel=3)
+
+
+PruningConfig.__init__ = _accept_flat_keywords(PruningConfig.__init__)  # type: ignore[method-assign]

@@ -68,8 +68,8 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         enabled = [name for name, kind in self.kinds.items() if self.granularity.enabled(kind)]
         owner = config.model_type or type(hf_model).__name__
         self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner)
-        if config.logits_dtype == "bfloat16":   # storage only: the relaxations compute in fp32 (MaskState upcasts)
-            self.mask_state.logits.to(torch.bfloat16)
+        if config.granularity_settings.logits_storage_dtype == "bfloat16":   # storage only: the relaxations compute
+            self.mask_state.logits.to(torch.bfloat16)                        # in fp32 (MaskState upcasts)
         device = model_device(model)
         if device is not None:   # a model already on a GPU gets its mask state there (no host copy per draw)
             self.mask_state.to(device)
@@ -125,7 +125,7 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
     @property
     def mask_logits(self):
         """The learned logits by kind (`mask_logits["heads"]`), only for pruned kinds: fp32 `Parameter`s (bf16 with
-        `PruningConfig(logits_dtype="bfloat16")`)."""
+        `WeightSettings(logits_dtype="bfloat16")`)."""
         return self.mask_state.logits
 
     @property
@@ -329,9 +329,8 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
 
     def update_relaxation(self, **settings: Any) -> None:
         """Change relaxation constants (e.g. `init_mean`) of this model's config; the next `reset_masks` uses them."""
-        config = PruningConfig.from_dict({**self.pruning_config.to_dict(), **settings})
-        for key in settings:
-            setattr(self.pruning_config, key, getattr(config, key))
+        config = self.pruning_config.with_settings(**settings)
+        self.pruning_config.relaxation_settings = config.relaxation_settings
         self.relaxation = get_relaxation(config.relaxation).from_config(self.pruning_config)
         self.mask_state.relaxation = self.relaxation
         self._eval_cache = None

@@ -71,7 +71,8 @@ def build_granularity(model: nn.Module, config: PruningConfig) -> Granularity:
     granularity = cls(model, config)
     if not any(granularity.enabled(kind) for kind in granularity.kinds().values()):
         raise PruningError(f"Nothing to prune: every mask kind of the {config.granularity!r} granularity is "
-                           "disabled; enable at least one (e.g. PruningConfig(prune_heads=True)).")
+                           "disabled; enable at least one in its settings (e.g. PruningConfig(granularity=UnitSettings("
+                           "prune_heads=True))).")
     return granularity
 
 

@@ -91,12 +91,18 @@ def local_paths(value: Any) -> Any:
     return ",".join(str(path.resolve()) for path in paths)
 
 
+# A `PruningConfig` nests its methods' settings under these keys; earlier releases recorded the same settings at the
+# config's top level, so they are compared as the config's own entries (a record of either release against the other).
+METHOD_SETTINGS_KEYS = ("relaxation_settings", "granularity_settings")
+
+
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts as `a.b.c` keys, so that settings are compared entry by entry."""
     if isinstance(value, dict) and value:
         out: dict[str, Any] = {}
         for key, item in value.items():
-            out.update(_flat(item, f"{prefix}{key}."))
+            nested = key in METHOD_SETTINGS_KEYS and isinstance(item, dict)
+            out.update(_flat(item, prefix if nested else f"{prefix}{key}."))
         return out
     return {prefix[:-1]: value}
 

@@ -194,6 +194,19 @@ def test_nested_settings_are_compared_entry_by_entry_and_new_fields_are_not_diff
     assert settings_differences(old, old) == []
 
 
+def test_a_flat_config_record_of_an_earlier_release_is_compared_with_the_nested_one():
+    """Records (run folders, checkpoint fingerprints) of the flat-config releases hold the methods' settings at the
+    config's top level; today's nest them. A changed setting is still found, whichever side is older."""
+    from hf_heuristic_core import PruningConfig
+    from hf_heuristic_core.run_folder import settings_differences
+    flat = {"pruning_config": {"ablation": "mean", "init_mean": 10.0, "prune_mlps": True, "cs_beta": 1.0}}
+    nested = {"pruning_config": PruningConfig(relaxation_settings={"init_mean": 3.0}).to_dict()}
+    assert settings_differences(flat, nested) == ["pruning_config.init_mean: 10.0 -> 3.0"]
+    assert settings_differences(nested, flat) == ["pruning_config.init_mean: 3.0 -> 10.0"]
+    same = {"pruning_config": PruningConfig().to_dict()}
+    assert settings_differences(flat, same) == []
+
+
 def test_a_slim_export_swapped_into_a_claimed_folder_keeps_it_locked(tmp_path):
     """`save_slim` builds the new folder beside the claimed one and swaps it in, carrying the hidden files across:
     the lock file must be the same file (a hard link), as a copy would be a new, unlocked one and let a second run

@@ -7,23 +7,23 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ArtifactError, ExportError
+from ..granularity import GRANULARITIES, granularity_settings_class
 
 __all__ = ["check_masks_fit_model", "exported_granularity", "loading_mismatch", "model_facts"]
 
-SLIM_GRANULARITIES = ("unit", "neuron")
-# What a mask entry of a granularity a slim model cannot drop is, for the refusal.
-_ENTRIES = {"weight": "single weights zeroed inside their matrices",
-            "edge": "edges between heads and MLP blocks: a head cut from one reader still writes to the others"}
+def slim_granularities() -> list[str]:
+    """The registered granularities whose masks cut whole units a slim export can drop (their settings say so)."""
+    return [name for name in GRANULARITIES.names() if granularity_settings_class(name).slim_refusal is None]
 
 
 def exported_granularity(artifact: Any, source: str) -> str:
     granularity = artifact.config.granularity
-    if granularity not in SLIM_GRANULARITIES:
-        entries = _ENTRIES.get(granularity, "not whole units")
-        raise ExportError(f"--masks {source} holds {granularity!r} masks ({entries}); a slim model can only drop "
+    refusal = granularity_settings_class(granularity).slim_refusal
+    if refusal is not None:
+        raise ExportError(f"--masks {source} holds {granularity!r} masks ({refusal}); a slim model can only drop "
                           "whole heads, MLP blocks or MLP neurons, so these "
                           "masks cannot be exported. Use them hooked: PrunableModel.from_pretrained(model, masks=dir) "
-                          "(or prune with --granularity unit / neuron to get exportable masks).")
+                          f"(or prune with --granularity {' / '.join(slim_granularities())} to get exportable masks).")
     return granularity
 
 

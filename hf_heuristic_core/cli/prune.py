@@ -9,6 +9,7 @@ would silently ignore (`--learning_rate`, `--weight_decay`, `--optim`, ...) are 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -16,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 from ..ablation.names import ABLATION_MODES
-from ..config import SETTINGS_CLASSES, PruningConfig
+from ..config import PruningConfig, registered_settings_classes, route_method_settings
 from ..errors import PruningError, UsageError
 from ..granularity import GRANULARITIES
 from ..granularity.weight.settings import parse_layers as _parse_layers
 from ..relaxations import RELAXATIONS, relaxation_settings_class
+from .settings_flags import SettingsFlag
 from ..training.fields import PruningFields
 from .checks import (
     check_model_source,
@@ -42,9 +44,11 @@ TASK_CLASSES = {
 }
 ABLATIONS = ABLATION_MODES
 
-# One flag per field of the granularities' and relaxations' settings dataclasses (`cli.settings_flags`): a field
-# added there is a prune flag, with its help, and reaches PruningConfig, without an edit here.
-SETTINGS_FLAGS = settings_flags(SETTINGS_CLASSES)
+# One flag per field of the registered granularities' and relaxations' settings dataclasses (`cli.settings_flags`): a
+# field added there, or a method registered from outside, is a prune flag, with its help, and reaches the chosen
+# method's settings in PruningConfig, without an edit here. These are the flags at import; a method registered later
+# adds its own when the command line is parsed (`current_settings_flags`, `prune_arguments_class`).
+SETTINGS_FLAGS = settings_flags(registered_settings_classes())
 PruneSettingsFlags = settings_flags_dataclass(SETTINGS_FLAGS, "PruneSettingsFlags")
 
 
@@ -88,8 +92,8 @@ class PruneScriptArguments(PruneSettingsFlags):
                 "every layer, so that `export` writes a stock config plain transformers loads "
                 "(PruningConfig.uniform_layers). This can move the sparsity away from the target; the summary and "
                 "the card then say by how much and why."})
-    relaxation: str = field(default=PruningConfig.relaxation, metadata={
-        "help": "How mask values are drawn (each relaxation's constants are PruningConfig fields; "
+    relaxation: str = field(default="hard_concrete", metadata={
+        "help": "How mask values are drawn (each relaxation's constants are its settings' fields, "
                 "relaxations/<name>/settings.py)."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
     gguf_file: str | None = field(default=None, metadata={
@@ -98,6 +102,21 @@ class PruneScriptArguments(PruneSettingsFlags):
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Write into an --output_dir that holds another run's or another command's files (nothing is "
                 "deleted; files of the same name are replaced). Without it such a folder is refused."})
+
+
+def current_settings_flags() -> list[SettingsFlag]:
+    """The settings flags of every method registered now (those at import, then any registered since)."""
+    return settings_flags(registered_settings_classes())
+
+
+def prune_arguments_class() -> type:
+    """`PruneScriptArguments`, plus a flag for each setting of a method registered after this module was imported."""
+    known = {flag.name for flag in SETTINGS_FLAGS}
+    added = [flag for flag in current_settings_flags() if flag.name not in known]
+    if not added:
+        return PruneScriptArguments
+    fields = [(f.name, f.type, field(default=f.default, metadata={"help": f.help})) for f in added]
+    return dataclasses.make_dataclass("PruneScriptArguments", fields, bases=(PruneScriptArguments,), kw_only=True)
 
 
 @dataclass
@@ -186,35 +205,34 @@ def prune_help(everything: bool = False) -> str:
     """`prune --help`: pruning flags first, then the training-loop flags that apply; no torch import."""
     if everything:
         return prune_help_all()
+    flags = current_settings_flags()
     epilog = ("Dashes and underscores both work (--target-sparsity). Booleans take true/false; those on by default "
               "also take --no_FLAG.\nEach relaxation's constants, listed by --help-all (unset: the recipe's or "
-              "PruningConfig's value): " + ", ".join(f"--{f.name}" for f in SETTINGS_FLAGS if not f.brief) + "."
+              "PruningConfig's value): " + ", ".join(f"--{f.name}" for f in flags if not f.brief) + "."
               "\nRefused (the mask optimizer ignores them, or they would change nothing in a "
               "pruning run; --help-all says why): " + ", ".join(f"--{name}" for name in REFUSED_FLAGS) + ".")
-    return render_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, brief_script_flags()),
+    return render_help(PROG, DESCRIPTION, [("what to prune", prune_arguments_class(), brief_script_flags()),
                                            (MASK_GROUP, PruningFields, None),
                                            (TRAINING_GROUP, TrainingLoopFlags, None)], epilog=epilog)
 
 
 def brief_script_flags() -> list[str]:
     """The "what to prune" flags `--help` lists: the script's own, then the brief generated ones."""
-    import dataclasses
-    generated = {f.name for f in SETTINGS_FLAGS}
+    flags = current_settings_flags()
+    generated = {f.name for f in flags}
     own = [f.name for f in dataclasses.fields(PruneScriptArguments) if f.name not in generated]
-    return own + [f.name for f in SETTINGS_FLAGS if f.brief]
+    return own + [f.name for f in flags if f.brief]
 
 
 def prune_help_all() -> str:
     """`prune --help-all`: every flag `prune` accepts, the `TrainingArguments` ones read from transformers' source
     (not imported: that costs torch, seconds), each refused one marked with its reason."""
-    import dataclasses
-
     own = {f.name for f in dataclasses.fields(PruningFields)}
     training = [f for f in source_fields("transformers", "training_args.py", "TrainingArguments") if f.name not in own]
     notes = {name: f"REFUSED by prune: {reason}." for name, reason in REFUSED_FLAGS.items()}
     epilog = ("Dashes and underscores both work. Booleans take true/false; those on by default also take --no_FLAG. "
               "Flags marked REFUSED change nothing in a pruning run and are refused with the reason shown.")
-    return render_source_help(PROG, DESCRIPTION, [("what to prune", PruneScriptArguments, None),
+    return render_source_help(PROG, DESCRIPTION, [("what to prune", prune_arguments_class(), None),
                                                   (MASK_GROUP, PruningFields, None),
                                                   ("every TrainingArguments flag", training, notes)], epilog=epilog)
 
@@ -224,7 +242,7 @@ def full_parser():
 
     from ..training.arguments import PruningArguments  # lazy: `--help` does not load it
     # A short usage line: argparse's default lists all ~150 flags before every parse error.
-    return HfArgumentParser((PruneScriptArguments, PruningArguments), prog=PROG, description=DESCRIPTION,
+    return HfArgumentParser((prune_arguments_class(), PruningArguments), prog=PROG, description=DESCRIPTION,
                             usage=f"{PROG} --model M --dataset D --output_dir DIR [flags] (see --help)")
 
 
@@ -283,13 +301,11 @@ def check_script_arguments(script: PruneScriptArguments) -> None:
         raise UsageError(f"--task {script.task!r} is not one of auto, {', '.join(TASK_CLASSES)}.")
     if script.ablation is not None and script.ablation not in ABLATIONS:
         raise UsageError(f"--ablation {script.ablation!r} is not one of {', '.join(ABLATIONS)}.")
-    if not (script.prune_heads or script.prune_mlps):
-        raise UsageError("--prune_heads false and --prune_mlps false leave nothing to prune; enable one of them.")
     for name in ("max_length", "means_examples", "max_train_examples"):
         value = getattr(script, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name} {value} must be >= 1 (leave --max_train_examples out to use every example).")
-    settings_flag_values(script)
+    pruning_config_from_flags(script)   # every method's own checks, before anything is loaded
     check_model_source(script.model, script.gguf_file)
 
 
@@ -360,8 +376,7 @@ def _prune(script: PruneScriptArguments, args) -> dict:
     tokenizer = transformers.AutoTokenizer.from_pretrained(script.model, **hf_kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    settings: dict[str, Any] = {"ablation": script.ablation, **selection_settings(script)}
-    model = PrunableModel.from_pretrained(script.model, pruning_config=PruningConfig(**settings),
+    model = PrunableModel.from_pretrained(script.model, pruning_config=pruning_config_from_flags(script),
                                           model_class=getattr(transformers, TASK_CLASSES[task]), config=config,
                                           **hf_kwargs)
     if getattr(model.config, "pad_token_id", None) is None:
@@ -393,18 +408,36 @@ def _prune(script: PruneScriptArguments, args) -> dict:
 
 
 def selection_settings(script: PruneScriptArguments) -> dict:
-    """The granularity / relaxation flags as `PruningConfig` fields (the settings flags only when given)."""
+    """The granularity / relaxation flags as `PruningConfig` keywords: the methods' names and their settings
+    (`relaxation_settings`, `granularity_settings`: the settings flags only when given, in the chosen method's)."""
     settings: dict = {"granularity": script.granularity, "relaxation": script.relaxation}
     if script.uniform_layers:
         settings["uniform_layers"] = True
-    settings.update(settings_flag_values(script))
+    try:
+        settings.update(route_method_settings(settings_flag_values(script), script.relaxation, script.granularity))
+    except ValueError as err:
+        raise UsageError(f"--{str(err).removeprefix('PruningConfig: ')}") from err
     return settings
 
 
+def pruning_config_from_flags(script: PruneScriptArguments) -> PruningConfig:
+    """The `PruningConfig` the flags ask for; a value no method would accept is refused, naming the flag."""
+    settings = selection_settings(script)
+    try:
+        return PruningConfig(ablation=script.ablation, **settings)
+    except ValueError as err:
+        raise UsageError(f"{err} (flags: --{', --'.join(_flag_names(settings))})") from err
+
+
+def _flag_names(settings: dict[str, Any]) -> list[str]:
+    names = [name for name, value in settings.items() if not isinstance(value, dict)]
+    return names + [name for value in settings.values() if isinstance(value, dict) for name in value]
+
+
 def settings_flag_values(script: Any, flags=None) -> dict[str, Any]:
-    """The generated settings flags that were given, as `PruningConfig` keywords; a relaxation's constant given for
+    """The generated settings flags that were given, as flat setting values; a relaxation's constant given for
     another relaxation (it would change nothing) and unparsable text are refused, naming the flag."""
-    flags = SETTINGS_FLAGS if flags is None else flags
+    flags = current_settings_flags() if flags is None else flags
     try:
         values = flag_values(script, flags)
         if script.relaxation in RELAXATIONS:
@@ -486,12 +519,18 @@ def units_line(summary: dict) -> str:
     """`units kept  K of N (...)`, the parenthesis naming what the entries are: heads and MLP blocks, MLP neurons, or
     weights in so many masked tensors (weight masks are keyed by parameter name, one kind per tensor)."""
     kinds = [key[:-len("_kept")] for key in summary if key.endswith("_kept") and key != "units_kept"]
-    if summary.get("granularity") == "weight" or any("." in kind for kind in kinds):
+    if _keyed_by_parameter(summary.get("granularity")) or any("." in kind for kind in kinds):
         detail = f"weights, in {len(kinds)} masked tensor{'s' if len(kinds) != 1 else ''}"
     else:
         detail = ", ".join(f"{UNIT_WORDS.get(kind, kind)} {summary[kind + '_kept']}/{summary[kind + '_total']}"
                            for kind in kinds) or "-"
     return f"units kept          {summary['units_kept']} of {summary['units_total']} ({detail})"
+
+
+def _keyed_by_parameter(granularity: str | None) -> bool:
+    """Whether the granularity's masks are keyed by parameter name (one mask per weight tensor)."""
+    from ..granularity import get_granularity  # lazy: `--help` does not load it
+    return granularity in GRANULARITIES and bool(get_granularity(granularity).keyed_by_parameter)
 
 
 def format_summary(summary: dict) -> str:

@@ -59,8 +59,8 @@ def discover_subnetwork(model: nn.Module, data: Dataset, settings: DiscoverySett
         raise ValueError(f"discover_subnetwork: epochs must be >= 1 (beta is raised per epoch), got "
                          f"{settings.epochs}.")
     config = PruningConfig(granularity="weight", relaxation="continuous_sparsification",
-                           target_modules=list(settings.target_modules), cs_init=settings.init,
-                           cs_beta_max=settings.beta_max)
+                           granularity_settings={"target_modules": list(settings.target_modules)},
+                           relaxation_settings={"cs_init": settings.init, "cs_beta_max": settings.beta_max})
     model.eval().requires_grad_(False)
     prunable = PrunableModel(model, config)
     try:

@@ -1,8 +1,8 @@
 """What every relaxation's settings provide: a small torch-free dataclass (the PEFT pattern: one config per method).
 
-`PruningConfig` composes the built-in relaxations' settings (their fields are its flat fields, so old keyword
-arguments and saved `pruning_config.json` files keep working), and asks the chosen relaxation's settings class for
-the defaults that depend on it (binarization rule, mask samples per batch, penalty weight). Nothing here imports
+`PruningConfig.relaxation_settings` is the chosen relaxation's settings object, saved under the relaxation's name, and
+the config asks its class for the defaults that depend on the relaxation (binarization rule, mask samples per batch,
+penalty weight). Nothing here imports
 torch: building or validating a config, and `--help`, stay fast.
 """
 

@@ -135,7 +135,7 @@ def search_effective_size(model_or_path: nn.Module | str | os.PathLike, train_da
     else:
         model = model_or_path
     modes = [m.training for m in model.modules()]
-    prunable = PrunableModel(model, pruning.config or PruningConfig(**RECIPES["short"].config))
+    prunable = PrunableModel(model, pruning.config or PruningConfig().with_settings(**RECIPES["short"].config))
     try:
         search = _Search(prunable, train_dataset, eval_sets, settings, evaluation, pruning)
         return search.run(output_dir, started, known)

@@ -254,7 +254,7 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
     from ..analysis.prune_many import prune_many
     t0 = time.time()
     recipe = get_recipe(args.pruning_recipe)
-    recipe_config = PruningConfig(**recipe.config)
+    recipe_config = PruningConfig().with_settings(**recipe.config)
     overrides = {**recipe.arguments, "recipe": recipe.name,
                  "max_steps": args.prune_steps, "sparsity_warmup_steps": max(1, args.prune_steps // 2),
                  "per_device_train_batch_size": args.prune_batch_size, "use_cpu": args.use_cpu,
@@ -323,7 +323,7 @@ def _finetune(args, source, train, eval_sets, groups, train_inputs, collator, to
 
 
 def _short_config():
-    return PruningConfig(**get_recipe("short").config)
+    return PruningConfig().with_settings(**get_recipe("short").config)
 
 
 def _search_arguments(args: StudyArguments, finetune_dir: Path, collator) -> dict[str, Any]:

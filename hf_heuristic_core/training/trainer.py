@@ -489,7 +489,8 @@ def _check_reachable(model: PrunableModel, target: float) -> None:
         raise PruningError(f"target_sparsity={target} cannot be reached: it prunes {to_prune} of the {total} enabled "
                            f"units ({', '.join(model.enabled_kinds())}), but {forced_in} are forced in and "
                            f"{forced_out} forced out. Lower the target, enable more unit kinds "
-                           "(PruningConfig(prune_heads=True, prune_mlps=True)), or force fewer units.")
+                           "(PruningConfig(granularity=UnitSettings(prune_heads=True, prune_mlps=True))), or force "
+                           "fewer units.")
 
 
 def _cache_rows(dataset: Any, per_position: bool) -> int:

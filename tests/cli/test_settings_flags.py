@@ -4,11 +4,7 @@ field added to a settings class is a flag without an edit in `cli/prune.py`, and
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,7 +19,7 @@ from hf_heuristic_core.cli.prune import (
     selection_settings,
 )
 from hf_heuristic_core.cli.settings_flags import flag_values, settings_flags, settings_flags_dataclass
-from hf_heuristic_core.config import SETTINGS_CLASSES
+from hf_heuristic_core.config import registered_settings_classes
 from hf_heuristic_core.errors import UsageError
 from hf_heuristic_core.granularity.unit import UnitSettings
 from hf_heuristic_core.relaxations.hard_concrete import HardConcreteSettings
@@ -63,7 +59,7 @@ def required(tmp_path):
 def test_help_lists_the_same_flags_as_before_and_help_all_every_settings_field():
     assert _listed(prune_help()) == HELP_FLAGS_BEFORE
     every = _listed(prune_help(everything=True))
-    names = {f.name for cls in SETTINGS_CLASSES for f in dataclasses.fields(cls)}
+    names = {f.name for cls in registered_settings_classes() for f in dataclasses.fields(cls)}
     assert {f.name for f in SETTINGS_FLAGS} == names
     assert {f"--{name}" for name in names} <= every
     # The constants --help leaves out are named in its epilog.
@@ -127,28 +123,35 @@ def test_a_field_added_to_a_settings_class_becomes_a_flag():
     assert "--new_knob FLOAT" in text and "A knob added to the settings. Unset: 0.25." in " ".join(text.split())
 
 
-def test_prune_takes_a_new_settings_field_without_an_edit_to_the_cli(required, tmp_path):
-    """A settings class composed into `config.SETTINGS_CLASSES` gives a `prune` flag that parses and reaches the
-    `PruningConfig` keywords; nothing in cli/prune.py names it (fresh process: the flags are built at import)."""
-    code = textwrap.dedent(f"""
-        import dataclasses, json
-        from hf_heuristic_core import config
-        from hf_heuristic_core.granularity.settings import GranularitySettings
+@dataclasses.dataclass(kw_only=True)
+class _ToyWidthSettings(UnitSettings):
+    toy_width: int = dataclasses.field(default=3, metadata={"help": "Toy width."})
 
-        @dataclasses.dataclass(kw_only=True)
-        class ToySettings(GranularitySettings):
-            toy_width: int = dataclasses.field(default=3, metadata={{"help": "Toy width."}})
 
-        config.SETTINGS_CLASSES = (*config.SETTINGS_CLASSES, ToySettings)
-        from hf_heuristic_core.cli import prune
-        script, _ = prune.parse_prune_arguments({required!r} + ["--toy_width", "5"])
-        print(json.dumps({{"parsed": script.toy_width, "settings": prune.selection_settings(script)["toy_width"],
-                           "help": "--toy_width" in prune.prune_help(), "help_all": "--toy_width" in
-                           prune.prune_help(everything=True)}}))
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"parsed": 5, "settings": 5, "help": True,
-                                                               "help_all": True}
+def test_a_method_registered_after_import_gets_its_prune_flags(required):
+    """A granularity registered from outside, after `cli.prune` was imported, gives `prune` a flag per setting that
+    parses and reaches the chosen method's settings; nothing in cli/prune.py names it."""
+    from hf_heuristic_core.cli.prune import pruning_config_from_flags
+    from hf_heuristic_core.granularity import get_granularity, register_granularity, unregister_granularity
+
+    class ToyGranularity(get_granularity("unit")):
+        settings_class = _ToyWidthSettings
+
+    register_granularity("toy_width_unit", ToyGranularity)
+    try:
+        script, _ = parse_prune_arguments([*required, "--granularity", "toy_width_unit", "--toy_width", "5",
+                                           "--prune_mlps", "false"])
+        assert script.toy_width == 5
+        assert selection_settings(script)["granularity_settings"] == {"prune_heads": True, "prune_mlps": False,
+                                                                      "toy_width": 5}
+        config = pruning_config_from_flags(script)
+        assert config.granularity == "toy_width_unit"
+        assert config.granularity_settings == _ToyWidthSettings(prune_mlps=False, toy_width=5)
+        assert "--toy_width" in prune_help() and "--toy_width" in prune_help(everything=True)
+        # Given for another granularity, the flag is refused, naming the one that reads it.
+        with pytest.raises(UsageError, match=r"--toy_width=7 is a setting of the 'toy_width_unit' granularity"):
+            parse_prune_arguments([*required, "--toy_width", "7"])
+    finally:
+        unregister_granularity("toy_width_unit")
+    assert "toy_width" not in _listed(prune_help())
     assert "toy_width" not in Path(sys.modules[PruneScriptArguments.__module__].__file__).read_text()

@@ -94,8 +94,9 @@ def test_prune_cli_stores_weight_mask_logits_in_bf16_when_asked(tiny_bert_dir, t
                  "--convergence_check", "false"])
     assert code == 0
     config = json.loads((output / "pruning_config.json").read_text())
-    assert config["logits_dtype"] == "bfloat16" and config["relaxation"] == "continuous_sparsification"
+    assert config["granularity_settings"]["logits_dtype"] == "bfloat16"
+    assert config["relaxation"] == "continuous_sparsification"
     capsys.readouterr()
     assert main(["prune", "--model", str(tiny_bert_dir), "--dataset", str(data), "--logits_dtype", "bfloat16",
                  "--output_dir", str(tmp_path / "unit"), "--max_steps", "1"]) == 2
-    assert "logits_dtype='bfloat16' is for weight masks" in capsys.readouterr().err
+    assert "--logits_dtype='bfloat16' is a setting of the 'weight' granularity" in capsys.readouterr().err

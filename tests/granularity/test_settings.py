@@ -1,5 +1,5 @@
-"""Each granularity owns a torch-free settings dataclass of the `PruningConfig` fields only it reads, composed into
-`PruningConfig` as the relaxations' are: old flat keywords and saved configs keep working."""
+"""Each granularity owns a torch-free settings dataclass of the settings only it reads, held by `PruningConfig` as its
+own object as the relaxations' are: old flat keywords and saved configs keep working."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from fresh_process import python_output
 
 from hf_heuristic_core import PruningConfig
-from hf_heuristic_core.config import GRANULARITY_SETTINGS_CLASSES
 from hf_heuristic_core.granularity import (
     GRANULARITIES,
     GRANULARITY_SETTINGS,
@@ -24,6 +23,7 @@ from hf_heuristic_core.granularity import (
 )
 from hf_heuristic_core.granularity.neuron import NeuronSettings
 from hf_heuristic_core.granularity.unit import UnitSettings
+from hf_heuristic_core.relaxations.hard_concrete import HardConcreteSettings
 from hf_heuristic_core.granularity.weight import (
     WeightSettings,
     parse_layers,
@@ -31,13 +31,14 @@ from hf_heuristic_core.granularity.weight import (
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+BUILT_IN = {"unit": UnitSettings, "neuron": NeuronSettings, "weight": WeightSettings}
 
 
 def test_every_registered_granularity_has_its_settings_class():
     assert set(GRANULARITY_SETTINGS.names()) >= {"unit", "neuron", "weight"}
     for name in GRANULARITIES.names():
         assert get_granularity(name).settings_class is granularity_settings_class(name)
-    assert {cls.__name__: cls.field_names() for cls in GRANULARITY_SETTINGS_CLASSES} == {
+    assert {cls.__name__: cls.field_names() for cls in BUILT_IN.values()} == {
         "UnitSettings": ["prune_heads", "prune_mlps"], "NeuronSettings": [],
         "WeightSettings": ["target_modules", "layers_to_transform", "mask_bias", "logits_dtype"]}
 
@@ -46,7 +47,7 @@ def test_granularity_settings_import_no_torch():
     code = ("import sys; from hf_heuristic_core.granularity.weight import WeightSettings; "
             "from hf_heuristic_core.granularity.unit import UnitSettings; "
             "from hf_heuristic_core.config import PruningConfig; "
-            "print(PruningConfig(granularity='weight', mask_bias=True).granularity_settings); "
+            "print(PruningConfig(granularity=WeightSettings(mask_bias=True)).granularity_settings); "
             "print('torch' in sys.modules)")
     out = python_output(code)
     assert out[0] == ("WeightSettings(target_modules=None, layers_to_transform=None, mask_bias=True, "
@@ -66,12 +67,14 @@ def test_the_torch_side_names_stay_importable_from_the_granularity_folders():
         unit.nothing
 
 
-def test_config_fields_are_the_composed_granularity_settings_fields():
+def test_a_config_holds_the_chosen_granularity_settings_and_reads_them_flat():
     config_fields = {f.name for f in dataclasses.fields(PruningConfig)}
-    for settings_class in GRANULARITY_SETTINGS_CLASSES:
+    for name, settings_class in BUILT_IN.items():
+        config = PruningConfig(granularity=name)
+        assert config.granularity_settings == settings_class()
         for f in dataclasses.fields(settings_class):
-            assert f.name in config_fields
-            assert getattr(PruningConfig(), f.name) == f.default
+            assert f.name not in config_fields
+            assert getattr(config, f.name) == f.default
 
 
 @pytest.mark.parametrize(("granularity", "expected"), [
@@ -81,12 +84,13 @@ def test_config_fields_are_the_composed_granularity_settings_fields():
                               logits_dtype="bfloat16")),
 ])
 def test_flat_keywords_reach_the_granularity_settings_and_round_trip(tmp_path, granularity, expected):
-    config = PruningConfig(granularity=granularity, **expected.to_dict())
-    assert config.granularity_settings == expected
+    config = PruningConfig(granularity=expected)
+    assert config.granularity == granularity and config.granularity_settings == expected
     assert PruningConfig.from_dict(config.to_dict()) == config
     config.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "pruning_config.json").read_text())
-    assert {k: saved[k] for k in expected.to_dict()} == expected.to_dict()   # flat on disk, as before
+    assert saved["granularity"] == granularity and saved["granularity_settings"] == expected.to_dict()
+    assert not set(expected.to_dict()) & set(saved)   # nested on disk, under the granularity's name
     loaded = PruningConfig.from_pretrained(tmp_path)
     assert loaded == config and loaded.granularity_settings == expected
 
@@ -98,14 +102,15 @@ def test_a_config_saved_before_the_settings_split_loads(fixture):
     assert config.granularity_settings == UnitSettings(prune_heads=saved["prune_heads"],
                                                        prune_mlps=saved["prune_mlps"])
     assert config.to_dict() == PruningConfig.from_dict(saved).to_dict()
-    assert set(config.to_dict()) >= set(saved)
+    settings_keys = set(UnitSettings.field_names()) | set(HardConcreteSettings.field_names())
+    assert set(config.to_dict()) >= set(saved) - settings_keys
 
 
 def test_granularity_settings_validation_names_the_field():
     with pytest.raises(ValueError, match=r"PruningConfig: logits_dtype='float16' is not one of"):
         WeightSettings(logits_dtype="float16").validate()
-    with pytest.raises(ValueError, match=r"prune_heads and prune_mlps are both False"):
-        PruningConfig(prune_heads=False, prune_mlps=False)
+    with pytest.raises(ValueError, match=r"prune_heads and prune_mlps both False leave nothing to prune"):
+        PruningConfig(granularity=UnitSettings(prune_heads=False, prune_mlps=False))
 
 
 def test_the_command_line_text_forms_parse():
@@ -133,11 +138,59 @@ def test_a_registered_granularity_brings_its_settings_class():
     register_granularity("toy_settings", Toy)
     try:
         assert granularity_settings_class("toy_settings") is _ToyGranularitySettings
-        # Its fields are read off any object with those attributes (a PruningConfig subclass would compose them).
-        holder = type("Holder", (), {"toy_width": 5})()
-        assert _ToyGranularitySettings.from_config(holder) == _ToyGranularitySettings(toy_width=5)
+        # A config holds its settings, by name or by object, and checks them with the class's own rules.
+        config = PruningConfig(granularity="toy_settings", granularity_settings={"toy_width": 5})
+        assert config.granularity_settings == _ToyGranularitySettings(toy_width=5) and config.toy_width == 5
+        assert PruningConfig(granularity=_ToyGranularitySettings(toy_width=5)) == config
+        assert PruningConfig.from_dict(config.to_dict()) == config
+        assert _ToyGranularitySettings.from_config(config) == _ToyGranularitySettings(toy_width=5)
         with pytest.raises(ValueError, match="toy_width must be >= 1"):
-            _ToyGranularitySettings(toy_width=0).validate()
+            PruningConfig(granularity="toy_settings", granularity_settings={"toy_width": 0})
     finally:
         GRANULARITIES._entries.pop("toy_settings", None)
         GRANULARITY_SETTINGS._entries.pop("toy_settings", None)
+
+
+def _granularity_name_switches(tree, names: set[str]) -> list[int]:
+    """Lines comparing something to a granularity's name (==, !=, in, not in) or keying a dict by one."""
+    import ast
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for part in [node.left, *node.comparators]:
+                literals = part.elts if isinstance(part, (ast.Tuple, ast.List, ast.Set)) else [part]
+                if any(isinstance(x, ast.Constant) and x.value in names for x in literals):
+                    lines.append(node.lineno)
+        keys = {k.value for k in node.keys if isinstance(k, ast.Constant)} if isinstance(node, ast.Dict) else set()
+        if keys & names and keys != {"weight", "bias"}:   # {"weight": ..., "bias": ...}: a parameter's attributes
+            lines.append(node.lineno)
+    return lines
+
+
+# MIB's two circuit levels are, by definition, the unit granularity (nodes) and the edge granularity (edges): the
+# circuit code chooses between exactly those two, so it names them. Everything else asks the granularity.
+CIRCUIT_LEVEL_FILES = {"cli/circuit.py", "circuits/sources.py"}
+
+
+def test_no_name_switch_on_a_granularity_outside_its_folder():
+    import ast
+
+    import hf_heuristic_core
+    package = Path(hf_heuristic_core.__file__).parent
+    names = set(GRANULARITIES.names())
+    found = {}
+    for path in package.rglob("*.py"):
+        relative = path.relative_to(package)
+        if relative.parts[0] == "granularity" or relative.as_posix() in CIRCUIT_LEVEL_FILES:
+            continue
+        lines = _granularity_name_switches(ast.parse(path.read_text()), names)
+        if lines:
+            found[relative.as_posix()] = lines
+    assert found == {}
+    # The detector finds the switches config.py and cli/export_checks.py used to have.
+    assert _granularity_name_switches(ast.parse('x = "zero" if granularity == "weight" else "mean"'), names) == [1]
+    assert _granularity_name_switches(ast.parse('OK = granularity not in ("unit", "neuron")'), names) == [1]
+    assert _granularity_name_switches(ast.parse('E = {"edge": "edges between heads"}'), names) == [1]
+    assert _granularity_name_switches(ast.parse('S = {"weight": [2, 2], "bias": None}'), names) == []
+    for relative in CIRCUIT_LEVEL_FILES:   # the exemption is still needed (else drop it)
+        assert _granularity_name_switches(ast.parse((package / relative).read_text()), names)

@@ -30,8 +30,9 @@ def _net(seed: int = 0) -> nn.Sequential:
 
 
 def _train(relaxation: str, dtype: str, steps: int = 150) -> tuple[PrunableModel, list[float]]:
+    settings = {"gumbel_init_prob": 0.5} if relaxation == "gumbel_sigmoid" else {}   # p 0.5: masks start harmful
     pm = PrunableModel(_net(), PruningConfig(granularity="weight", relaxation=relaxation, logits_dtype=dtype,
-                                             mask_samples=1, gumbel_init_prob=0.5))   # p 0.5: masks start harmful
+                                             mask_samples=1, relaxation_settings=settings))
     pm.generator = torch.Generator().manual_seed(0)
     pm.reset_masks(0)
     optimizer = torch.optim.Adam([p for _, p in pm.mask_logits.items()], lr=5e-2)
@@ -93,7 +94,7 @@ def test_bf16_logit_masks_save_and_load_exactly(tmp_path):
 def test_logits_dtype_is_checked():
     with pytest.raises(ValueError, match="logits_dtype='float16' is not one of"):
         PruningConfig(granularity="weight", logits_dtype="float16")
-    with pytest.raises(ValueError, match="is for weight masks"):
+    with pytest.raises(ValueError, match="is a setting of the 'weight' granularity"):
         PruningConfig(granularity="unit", logits_dtype="bfloat16")
 
 

@@ -155,7 +155,7 @@ def test_bad_weight_selections_are_refused_with_the_fix():
         PrunableModel(tiny_model("bert"), PruningConfig(granularity="weight", target_modules=["nonexistent"]))
     with pytest.raises(PruningError, match=r"layers_to_transform=\[7\] keeps none"):
         PrunableModel(tiny_model("bert"), PruningConfig(granularity="weight", layers_to_transform=[7]))
-    with pytest.raises(ValueError, match="need granularity='weight'"):
+    with pytest.raises(ValueError, match="choose granularity='weight'"):
         PruningConfig(target_modules=["query"])
 
 

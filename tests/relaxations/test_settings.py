@@ -1,5 +1,5 @@
-"""Each relaxation owns a torch-free settings dataclass composed into `PruningConfig`; the defaults that depend on the
-relaxation come from it, so no code outside `relaxations/` switches on a relaxation's name."""
+"""Each relaxation owns a torch-free settings dataclass, held by `PruningConfig` as its own object; the defaults that
+depend on the relaxation come from it, so no code outside `relaxations/` switches on a relaxation's name."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from fresh_process import python_output
 
 import hf_heuristic_core
 from hf_heuristic_core import PruningConfig
-from hf_heuristic_core.config import RELAXATION_SETTINGS_CLASSES
 from hf_heuristic_core.relaxations import (
     RELAXATION_SETTINGS,
     RELAXATIONS,
@@ -32,6 +31,8 @@ from hf_heuristic_core.relaxations.hard_concrete import HardConcreteSettings
 from hf_heuristic_core.training.objectives import DEFAULT_PENALTY_WEIGHTS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+BUILT_IN = {"hard_concrete": HardConcreteSettings, "continuous_sparsification": ContinuousSparsificationSettings,
+            "gumbel_sigmoid": GumbelSigmoidSettings}
 PACKAGE = Path(hf_heuristic_core.__file__).parent
 
 
@@ -53,12 +54,14 @@ def test_settings_and_config_import_no_torch():
     assert out[1] == "False"
 
 
-def test_config_fields_are_the_composed_settings_fields():
+def test_a_config_holds_the_chosen_relaxation_settings_and_reads_them_flat():
     config_fields = {f.name for f in dataclasses.fields(PruningConfig)}
-    for settings_class in RELAXATION_SETTINGS_CLASSES:
+    for name, settings_class in BUILT_IN.items():
+        config = PruningConfig(relaxation=name)
+        assert config.relaxation_settings == settings_class()
         for f in dataclasses.fields(settings_class):
-            assert f.name in config_fields
-            assert getattr(PruningConfig(), f.name) == f.default
+            assert f.name not in config_fields   # a method's setting is not a config field
+            assert getattr(config, f.name) == f.default
 
 
 @pytest.mark.parametrize(("relaxation", "expected"), [
@@ -67,12 +70,14 @@ def test_config_fields_are_the_composed_settings_fields():
     ("gumbel_sigmoid", GumbelSigmoidSettings(gumbel_tau=0.5)),
 ])
 def test_flat_keywords_reach_the_relaxation_settings_and_round_trip(tmp_path, relaxation, expected):
-    config = PruningConfig(relaxation=relaxation, **expected.to_dict())
-    assert config.relaxation_settings == expected
+    config = PruningConfig(relaxation=expected)
+    assert config.relaxation == relaxation and config.relaxation_settings == expected
+    assert PruningConfig(relaxation=relaxation, relaxation_settings=expected.to_dict()) == config
     assert PruningConfig.from_dict(config.to_dict()) == config
     config.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "pruning_config.json").read_text())
-    assert {k: saved[k] for k in expected.to_dict()} == expected.to_dict()   # flat on disk, as before
+    assert saved["relaxation"] == relaxation and saved["relaxation_settings"] == expected.to_dict()
+    assert not set(expected.to_dict()) & set(saved)   # nested on disk, under the relaxation's name
     loaded = PruningConfig.from_pretrained(tmp_path)
     assert loaded == config and loaded.relaxation_settings == expected
     # The relaxation object is built from the same constants.
@@ -92,7 +97,7 @@ def test_settings_validation_names_the_field():
     with pytest.raises(ValueError, match=r"PruningConfig: temperature must be > 0"):
         HardConcreteSettings(temperature=0.0).validate()
     with pytest.raises(ValueError, match=r"continuous sparsification needs cs_beta > 0"):
-        PruningConfig(cs_beta=0.0)
+        PruningConfig(relaxation="continuous_sparsification", relaxation_settings={"cs_beta": 0.0})
     with pytest.raises(ValueError, match=r"gumbel_init_prob must be in \(0, 1\)"):
         GumbelSigmoidSettings(gumbel_init_prob=1.0).validate()
 

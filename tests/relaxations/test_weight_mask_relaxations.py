@@ -83,7 +83,8 @@ def test_gumbel_penalty_is_linear_in_the_logits_and_eval_thresholds_at_zero():
 @pytest.mark.parametrize("granularity", ["unit", "neuron", "weight"])
 def test_every_relaxation_trains_on_every_granularity(relaxation, granularity):
     from tiny_models import make_batch
-    config = PruningConfig(granularity=granularity, relaxation=relaxation, init_mean=0.5,  # unclamped hard concrete
+    settings = {"init_mean": 0.5} if relaxation == "hard_concrete" else {}   # unclamped hard concrete
+    config = PruningConfig(granularity=granularity, relaxation=relaxation, relaxation_settings=settings,
                            ablation="zero" if granularity != "weight" else None)
     wrapped = PrunableModel(tiny_model("bert"), config)
     wrapped.train()

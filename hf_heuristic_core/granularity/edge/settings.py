@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..settings import GranularitySettings
 
@@ -14,4 +15,7 @@ EDGE_KIND = "edges"
 
 @dataclass(kw_only=True)
 class EdgeSettings(GranularitySettings):
-    """One mask per edge of the residual-stream graph (Edge Pruning); it reads no `PruningConfig` field of its own."""
+    """One mask per edge of the residual-stream graph (Edge Pruning); it has no settings of its own."""
+
+    slim_refusal: ClassVar[str | None] = ("edges between heads and MLP blocks: a head cut from one reader still "
+                                          "writes to the others")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..settings import GranularitySettings
 
@@ -11,4 +12,6 @@ __all__ = ["NeuronSettings"]
 
 @dataclass(kw_only=True)
 class NeuronSettings(GranularitySettings):
-    """One mask per MLP intermediate neuron; it reads no `PruningConfig` field of its own."""
+    """One mask per MLP intermediate neuron; it has no settings of its own."""
+
+    slim_refusal: ClassVar[str | None] = None   # whole MLP neurons: a slim export drops them

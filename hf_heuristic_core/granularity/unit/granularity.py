@@ -146,7 +146,8 @@ class UnitGranularity(Granularity):
         return {name: entry[0] for name, entry in self._plan.items()}
 
     def enabled(self, kind: MaskKind) -> bool:
-        return bool(self.config.prune_heads if kind.role == "heads" else self.config.prune_mlps)
+        settings = UnitSettings.from_config(self.config)
+        return bool(settings.prune_heads if kind.role == "heads" else settings.prune_mlps)
 
     def mean_sites(self, keep_dropout: bool = False) -> dict[str, list[ActivationSite]]:
         """Heads: the attention output projection's input; MLP blocks: its output, or with `keep_dropout` the output

@@ -66,8 +66,9 @@ class WeightGranularity(Granularity):
 
     def __init__(self, model: nn.Module, config: Any) -> None:
         super().__init__(model, config)
+        settings = WeightSettings.from_config(config)
         self.selected: list[MaskedParameter] = select_parameters(
-            model, config.target_modules, config.layers_to_transform, config.mask_bias)
+            model, settings.target_modules, settings.layers_to_transform, settings.mask_bias)
         self._kinds = {}
         for item in self.selected:
             parameter = getattr(item.module, item.attribute)

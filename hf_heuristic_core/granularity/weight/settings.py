@@ -4,6 +4,7 @@ how their logits are stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..settings import GranularitySettings
 
@@ -42,6 +43,11 @@ class WeightSettings(GranularitySettings):
     `cli_parse` turns it into the field's value.
     """
 
+    # Masking a weight is zero ablation of it (Lepori, Csordás); weights have no per-layer unit count.
+    default_ablation: ClassVar[str] = "zero"
+    supports_uniform_layers: ClassVar[bool] = False
+    slim_refusal: ClassVar[str | None] = "single weights zeroed inside their matrices"
+
     target_modules: list[str] | str | None = field(default=None, metadata={
         "help": "Weight granularity: comma-separated module names (PEFT-style, e.g. query,value,output.dense) "
                 "(default: every Linear / Conv1D).",
@@ -55,6 +61,14 @@ class WeightSettings(GranularitySettings):
     logits_dtype: str = field(default="float32", metadata={
         "help": "Weight granularity: float32 or bfloat16 mask logits (bf16: 8 instead of 16 bytes per masked weight "
                 "while training; lossless with continuous_sparsification, lossy with gumbel_sigmoid)."})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.layers_to_transform, int):
+            self.layers_to_transform = [self.layers_to_transform]
+
+    @property
+    def logits_storage_dtype(self) -> str:
+        return self.logits_dtype
 
     def validate(self) -> None:
         if self.logits_dtype not in LOGITS_DTYPES:

@@ -42,7 +42,8 @@ class ContinuousSparsification(Relaxation):
 
     @classmethod
     def from_config(cls, config: Any) -> "ContinuousSparsification":
-        return cls(config.cs_beta, config.cs_init, config.cs_beta_max)
+        settings = ContinuousSparsificationSettings.from_config(config)
+        return cls(settings.cs_beta, settings.cs_init, settings.cs_beta_max)
 
     def training_callbacks(self, prunable: Any) -> list[Any]:
         """The epoch-end beta schedule; imported here because it is a `transformers.TrainerCallback` and a

@@ -24,7 +24,7 @@ class BetaSchedule(TrainerCallback):
     def _set(self, state: Any, args: Any) -> None:
         config = self.prunable.pruning_config
         epochs = state.num_train_epochs or int(round(args.num_train_epochs)) or 1
-        beta = beta_after_epochs(int(round(state.epoch or 0)), epochs, config.cs_beta_max)
+        beta = beta_after_epochs(int(round(state.epoch or 0)), epochs, config.relaxation_settings.cs_beta_max)
         self.prunable.update_relaxation(cs_beta=beta)
 
     def on_train_begin(self, args, state, control, **kwargs):

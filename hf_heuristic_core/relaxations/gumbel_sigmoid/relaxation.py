@@ -70,7 +70,8 @@ class GumbelSigmoid(Relaxation):
 
     @classmethod
     def from_config(cls, config: Any) -> "GumbelSigmoid":
-        return cls(config.gumbel_init_prob, config.gumbel_tau)
+        settings = GumbelSigmoidSettings.from_config(config)
+        return cls(settings.gumbel_init_prob, settings.gumbel_tau)
 
     @property
     def init_logit(self) -> float:

@@ -44,8 +44,9 @@ class HardConcrete(Relaxation):
 
     @classmethod
     def from_config(cls, config: Any) -> "HardConcrete":
-        return cls(config.temperature, config.limit_left, config.limit_right, config.eps, config.init_mean,
-                   config.init_std)
+        settings = HardConcreteSettings.from_config(config)
+        return cls(settings.temperature, settings.limit_left, settings.limit_right, settings.eps, settings.init_mean,
+                   settings.init_std)
 
     def init_logits(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
         return torch.empty(shape, dtype=torch.float32).normal_(self.init_mean, self.init_std, generator=generator)
