@@ -14,6 +14,9 @@ and cross-attention heads; encoder and decoder MLP blocks), so nothing of the mo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
+
+from .._registry import Registry
 
 __all__ = [
     "ARCHITECTURES",
@@ -137,7 +140,14 @@ _T5_LIKE = ArchitectureMap(
                             cross_attention_output="layer.1.EncDecAttention.o",
                             cross_attention="layer.1.EncDecAttention", mlp_output_dropout="layer.2.dropout"))
 
-ARCHITECTURES: dict[str, ArchitectureMap] = {
+def _check_architecture(model_type: str, paths: Any) -> None:
+    """An entry must be an `ArchitectureMap` (a wrong path inside it fails, naming the candidates, when a model of
+    that type is wrapped)."""
+    if not isinstance(paths, ArchitectureMap):
+        raise TypeError(f"ARCHITECTURES[{model_type!r}] must be an ArchitectureMap, got {type(paths).__name__}.")
+
+
+ARCHITECTURES = Registry("architecture", builtins={
     **{t: _BERT_LIKE for t in ("bert", "roberta", "xlm-roberta", "electra", "camembert", "data2vec-text",
                                "ernie", "roberta-prelayernorm", "xlm-roberta-xl")},
     "distilbert": ArchitectureMap(
@@ -166,7 +176,7 @@ ARCHITECTURES: dict[str, ArchitectureMap] = {
     **{t: replace(_BERT_LIKE, slim=_BERT_SLIM) for t in _BERT_SLIM_TYPES},
     **{t: _BART_LIKE for t in ("bart", "mbart", "marian", "pegasus", "blenderbot", "blenderbot-small")},
     **{t: _T5_LIKE for t in ("t5", "mt5")},
-}
+}, check=_check_architecture)
 
 # Suffixes tried, in order, for models not in the map. A suffix must match exactly one module of a layer.
 ATTENTION_OUTPUT_SUFFIXES = ("o_proj", "out_proj", "attention.output.dense", "attn.c_proj", "attention.dense",

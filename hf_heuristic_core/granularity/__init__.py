@@ -44,12 +44,12 @@ def unregister_granularity(name: str) -> None:
 def granularity_settings_class(name: str) -> type[GranularitySettings]:
     """The settings dataclass of granularity `name`, torch-free for the built-in ones."""
     if name in GRANULARITY_SETTINGS:
-        return GRANULARITY_SETTINGS.get(name)
-    return getattr(GRANULARITIES.get(name), "settings_class", GranularitySettings)
+        return GRANULARITY_SETTINGS.lookup(name)
+    return getattr(GRANULARITIES.lookup(name), "settings_class", GranularitySettings)
 
 
 def get_granularity(name: str) -> type:
-    return GRANULARITIES.get(name)
+    return GRANULARITIES.lookup(name)
 
 
 def granularity_for_kinds(keys: Iterable[str]) -> str | None:

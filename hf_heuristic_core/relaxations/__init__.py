@@ -40,14 +40,14 @@ def unregister_relaxation(name: str) -> None:
 
 
 def get_relaxation(name: str) -> type:
-    return RELAXATIONS.get(name)
+    return RELAXATIONS.lookup(name)
 
 
 def relaxation_settings_class(name: str) -> type[RelaxationSettings]:
     """The settings dataclass of relaxation `name`, torch-free for the built-in ones."""
     if name in RELAXATION_SETTINGS:
-        return RELAXATION_SETTINGS.get(name)
-    return getattr(RELAXATIONS.get(name), "settings_class", RelaxationSettings)
+        return RELAXATION_SETTINGS.lookup(name)
+    return getattr(RELAXATIONS.lookup(name), "settings_class", RelaxationSettings)
 
 
 __all__ = ["RELAXATIONS", "RELAXATION_SETTINGS", "RelaxationSettings", "get_relaxation", "register_relaxation",

@@ -19,6 +19,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import torch
 from transformers import PrinterCallback, ProgressCallback
 
+from .._registry import Registry
 from ..evaluation.effective_size import EffectiveSizeError
 from ..model import PrunableModel
 from ..training.arguments import PruningArguments
@@ -169,15 +170,20 @@ class ClimbStrategy(SearchStrategy):
                         "convergence": verdict}]
 
 
-STRATEGIES: dict[str, SearchStrategy] = {}
+def _check_strategy(name: str, strategy: Any) -> None:
+    if not isinstance(strategy, SearchStrategy) or getattr(strategy, "name", None) != name:
+        raise TypeError(f"register_strategy takes a SearchStrategy instance registered under its own name, got "
+                        f"{strategy!r} for {name!r}")
+
+
+STRATEGIES = Registry("search strategy", check=_check_strategy)
 
 
 def register_strategy(strategy: SearchStrategy) -> SearchStrategy:
     """Make `strategy` available by its name (to `search_effective_size(strategy=...)`, the CLI and the tracker)."""
     if not isinstance(strategy, SearchStrategy) or not getattr(strategy, "name", None):
         raise TypeError(f"register_strategy takes a SearchStrategy instance with a name, got {strategy!r}")
-    STRATEGIES[strategy.name] = strategy
-    return strategy
+    return STRATEGIES.register(strategy.name, strategy)
 
 
 def get_strategy(name: str) -> SearchStrategy:

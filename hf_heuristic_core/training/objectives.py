@@ -40,9 +40,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["BetaSchedule", "DEFAULT_PENALTY_WEIGHTS", "MaskObjective", "split_batch", "sparsity_penalty", "task_loss"]
 
 # The built-in relaxations' paper penalty weights (each relaxation's settings say its own: `default_penalty_weight`).
-DEFAULT_PENALTY_WEIGHTS = {name: RELAXATION_SETTINGS.get(name).default_penalty_weight
+DEFAULT_PENALTY_WEIGHTS = {name: RELAXATION_SETTINGS.lookup(name).default_penalty_weight
                            for name in RELAXATION_SETTINGS.names()
-                           if RELAXATION_SETTINGS.get(name).default_penalty_weight is not None}
+                           if RELAXATION_SETTINGS.lookup(name).default_penalty_weight is not None}
 OBJECTIVES = ("kl", "task", "task+kl")
 SPARSITY_CONTROLS = ("lagrangian", "penalty")
 

@@ -39,7 +39,7 @@ def _seq2seq_kinds() -> set[str]:
 
 
 def kind_names() -> set[str]:
-    names = {kind for name in GRANULARITIES.names() for kind in GRANULARITIES.get(name).mask_kinds}
+    names = {kind for name in GRANULARITIES.names() for kind in GRANULARITIES.lookup(name).mask_kinds}
     return names | _seq2seq_kinds() | {UnitGranularity.block_marker}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..._registry import Registry
 from ...errors import PruningError
 
 __all__ = ["EdgeSites", "edge_sites", "EDGE_FAMILIES"]
@@ -44,8 +45,15 @@ _LLAMA = EdgeSites("embed_tokens", "norm", "input_layernorm", "post_attention_la
 _NEOX = EdgeSites("embed_in", "final_layer_norm", "input_layernorm", "post_attention_layernorm", "per_head",
                   qkv="attention.query_key_value", parallel_flag="use_parallel_residual")
 
-EDGE_FAMILIES: dict[str, EdgeSites] = {"gpt2": _GPT2, **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3"), _LLAMA),
-                                       "gpt_neox": _NEOX}
+def _check_sites(model_type: str, sites: Any) -> None:
+    if not isinstance(sites, EdgeSites):
+        raise TypeError(f"EDGE_FAMILIES[{model_type!r}] must be an EdgeSites, got {type(sites).__name__}.")
+
+
+# The pre-LN model types whose edges can be masked, by their sites (a Registry: `register` adds a family).
+EDGE_FAMILIES = Registry("edge-site family", builtins={
+    "gpt2": _GPT2, **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3"), _LLAMA), "gpt_neox": _NEOX},
+    check=_check_sites)
 _POST_LN = ("bert", "roberta", "xlm-roberta", "electra", "camembert", "data2vec-text", "ernie", "mpnet",
             "distilbert", "opt", "bart", "mbart", "marian", "pegasus", "t5", "mt5")
 _SANDWICH = ("gemma2", "gemma3", "gemma3_text", "olmo2")
