@@ -68,7 +68,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["GumbelSigmoid"], "relaxations.gumbel_sigmoid"),
     **dict.fromkeys(["build_arm", "frozen_gates", "inverse_masks", "load_transplanted", "merge_transplant",
                      "random_like_counts", "transfer_subnetwork"], "induction"),
-    "InductionArguments": "cli.induce",
+    "InductionArguments": "induction.arguments",
     "run_induction": "induction.runner",
 }
 

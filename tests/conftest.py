@@ -27,7 +27,7 @@ import torch  # noqa: E402
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
-# Seconds each test file took in the last full measurement (benchmarks/bench_test_suite.py --write-durations).
+# Seconds each test file took in the last full measurement (benchmarks/speed/bench_test_suite.py --write-durations).
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 UNKNOWN_FILE_SECONDS_PER_TEST = 1.0
 

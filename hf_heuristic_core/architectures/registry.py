@@ -63,8 +63,8 @@ class SlimMap:
     min_intermediate: int = 0
     # Whether the model runs exactly with zero heads in a layer (zero-width q/k/v/o), so a layer that keeps no head
     # needs no placeholder head. Measured with torch 2.13 / transformers 5.24 (tests/export/test_export_zero_heads.py,
-    # benchmarks/bench_zero_heads.py): BERT-like attention does (it reshapes to (..., -1, head_dim), well defined for
-    # zero heads), and so does Llama-like attention, forward and cached generate, with one exception that
+    # benchmarks/quality/bench_zero_heads.py): BERT-like attention does (it reshapes to (..., -1, head_dim), well
+    # defined for zero heads), and so does Llama-like attention, forward and cached generate, with one exception that
     # `cache_length_layer` names. GPT-2 does not: it splits its fused c_attn by `split_size`, which cannot be 0.
     # No stock config can state 0 heads (hidden % 0, n // 0), so a layout with no head anywhere keeps placeholders.
     zero_width_attention: bool = False

@@ -2,7 +2,9 @@
 
     hf-heuristic-core prune --model NAME_OR_PATH --dataset NAME_OR_FILES --target_sparsity 0.5 --output_dir DIR
 
-Subcommands import their modules lazily and answer `--help` without importing torch, so help is fast. A failing
+Each subcommand has a torch-free flags module (`cli/flags/<command>.py`: its flag dataclasses, their help, and its
+DESCRIPTION) and a run module (`cli/<command>.py`) that imports what the run needs at its top. `SUBCOMMANDS` names
+both as strings imported on use, so `--help` loads only the flags module and never torch: help is fast. A failing
 command prints one line naming the problem and the fix (`--debug` shows the traceback instead).
 """
 
@@ -59,7 +61,9 @@ EPILOG = "Dashes and underscores both work; booleans take true/false (on by defa
 @dataclass(frozen=True)
 class Subcommand:
     """One subcommand: the line the command's `--help` lists, where its run lives, and how its own `--help` is made.
-    Names are "module:attribute" paths inside `hf_heuristic_core`, imported on use, so `--help` never loads torch."""
+    Names are "module:attribute" paths inside `hf_heuristic_core`, imported on use: `arguments`, `description` and
+    `help` point into torch-free flags modules (`cli/flags/`), so `--help` never loads torch; `run` at the run module,
+    which may."""
 
     summary: str
     run: str
@@ -68,7 +72,7 @@ class Subcommand:
     description: str | None = None     # "module:NAME" of the help's description (default: the summary)
     epilog: str = ""                   # added below the common epilog
     help: str | None = None            # "module:function" building the help text of the other commands
-    answers_help_itself: bool = False  # the run answers --help itself (its own parser or sub-actions)
+    answers_help_itself: bool = False  # the run answers --help itself (its own parser, e.g. prune's --help-all)
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
@@ -78,33 +82,34 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         epilog="--config FILE (YAML/JSON of these fields) sets the defaults; flags win."),
     "finetune": Subcommand(
         "Fine-tune a base model on a dataset into the checkpoints prune and effective-size read.",
-        run="cli.finetune:finetune_command", help="cli.finetune:finetune_help", answers_help_itself=True),
+        run="cli.finetune:finetune_command", help="cli.flags.finetune:finetune_help"),
     "prune": Subcommand(
         "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
         run="cli.prune:prune_command", answers_help_itself=True),
     "effective-size": Subcommand(
         "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
         run="cli.effective_size:effective_size_command", usage="hf-heuristic-core effective-size OUTPUT_DIR",
-        arguments="cli.effective_size:EffectiveSizeArguments", description="cli.effective_size:DESCRIPTION"),
+        arguments="cli.flags.effective_size:EffectiveSizeArguments",
+        description="cli.flags.effective_size:DESCRIPTION"),
     "analyze": Subcommand(
         "Report (tables, figures) of a folder of multi-seed pruning runs.",
         run="cli.analyze:analyze_command", usage="hf-heuristic-core analyze RUNS_DIR",
-        arguments="cli.analyze:AnalyzeArguments", description="cli.analyze:DESCRIPTION"),
+        arguments="cli.flags.analyze:AnalyzeArguments", description="cli.flags.analyze:DESCRIPTION"),
     "export": Subcommand(
         "Turn a mask artifact into a smaller, faster plain model (pruned units removed, means folded).",
         run="cli.export:export_command", usage="hf-heuristic-core export",
-        arguments="cli.export:ExportScriptArguments", description="cli.export:DESCRIPTION"),
+        arguments="cli.flags.export:ExportScriptArguments", description="cli.flags.export:DESCRIPTION"),
     "subtasks": Subcommand(
         "Compare subtask masks (weight / neuron / unit): IoU, IoMin and shared fractions per layer.",
         run="cli.subtasks:subtasks_command", usage="hf-heuristic-core subtasks",
-        arguments="cli.subtasks:SubtasksArguments", description="cli.subtasks:DESCRIPTION"),
+        arguments="cli.flags.subtasks:SubtasksArguments", description="cli.flags.subtasks:DESCRIPTION"),
     "induce": Subcommand(
         "Subtask Induction: transplant a subnetwork, train arms x k x seeds on the target task, report.",
         run="cli.induce:induce_command", usage="hf-heuristic-core induce",
-        arguments="cli.induce:InductionArguments", description="cli.induce:DESCRIPTION"),
+        arguments="cli.flags.induce:InductionArguments", description="cli.flags.induce:DESCRIPTION"),
     "circuit": Subcommand(
         "MIB circuits: export masks / scores, attribution baseline, faithfulness curves (CPR, CMD).",
-        run="cli.circuit:circuit_command", help="cli.circuit:circuit_help", answers_help_itself=True),
+        run="cli.circuit:circuit_command", help="cli.flags.circuit:circuit_help"),
 }
 
 

@@ -7,37 +7,58 @@
 
 export and attribute write MIB's two submission kinds into separate leaderboard folders,
 `OUTPUT_DIR/importances/<name>/importances.json` and `OUTPUT_DIR/circuits/<name>/circuit_<percent>.json`
-(`circuits.export`). Each action claims its output folder before it loads anything (`run_folder`: inputs are never outputs, one writer
-at a time, another run's folder refused). `--help` is drawn from the dataclass below without importing torch.
+(`circuits.export`). Each action claims its output folder before it loads anything (`run_folder`: inputs are never
+outputs, one writer at a time, another run's folder refused). The flags and `--help` live in `cli/flags/circuit.py`,
+which imports no torch.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..ablation.names import ABLATION_MODES
-from ..errors import UsageError
-from ..granularity.edge.settings import EDGE_KIND
-from .help import render_help, wants_help
-from ..config import CONFIG_NAME, PruningConfig
-from ..io_utils import atomic_write_text
-from .checks import check_model_source
-from ..tokenizer_loading import load_tokenizer
+import transformers
+from transformers import HfArgumentParser
 
-ACTIONS = {
-    "export": "write a ranking (--scores) as MIB submissions: an importance file and nine binary circuits",
-    "attribute": "score every head and MLP block by attribution patching or integrated gradients (MIB folders)",
-    "faithfulness": "MIB's faithfulness curve, CPR and CMD of rankings (--scores, or every run of --runs_dir)",
-}
-DESCRIPTION = ("Circuits in MIB's circuit-localization format: export, attribution baseline, faithfulness curves.\n"
-               + "\n".join(f"  {name:<13} {text}" for name, text in ACTIONS.items()))
-PROG = "hf-heuristic-core circuit {export,attribute,faithfulness}"
-TASKS = ("auto", "causal_lm", "sequence_classification")
-GENERATED = ("ioi", "nli")
+from ..ablation.names import ABLATION_MODES
+from ..analysis.results import collect_results
+from ..artifacts import read_artifact, recorded_gguf_file
+from ..circuits.attribution import attribution_scores
+from ..circuits.export import (
+    CIRCUITS_FOLDER,
+    EXPORT_RECORD,
+    IMPORTANCES_FOLDER,
+    IMPORTANCES_NAME,
+    check_submission_name,
+    export_mib_circuits,
+    scores_path,
+)
+from ..circuits.mib import MibConfig, MibFormatError, mib_config, parallel_attn_mlp, read_mib_circuit
+from ..circuits.ranking import MIB_CURVE_SIZES, MIB_SUBMISSION_SIZES, size_label
+from ..circuits.report import CURVES_NAME, FIGURE_STEM, curves_document, write_curves
+from ..circuits.sources import load_unit_scores
+from ..circuits.tasks import circuit_task_data
+from ..config import CONFIG_NAME, PruningConfig
+from ..errors import MaskShapeError, UsageError
+from ..granularity.edge.graph import EdgeGraph
+from ..granularity.edge.settings import EDGE_KIND
+from ..io_utils import atomic_write_text
+from ..model import PrunableModel
+from ..run_folder import RECORD_NAME, claim_output_dir, local_paths
+from ..tokenizer_loading import load_tokenizer
+from .checks import check_model_source
+from .export_checks import model_facts
+from .flags.circuit import ACTIONS, DESCRIPTION, GENERATED, PROG, TASKS, CircuitArguments, circuit_help
+from .help import wants_help
+from .prune import resolve_task
+
+__all__ = ["ACTIONS", "DESCRIPTION", "GENERATED", "IDENTITY", "PATH_FLAGS", "PROG", "TASKS", "CircuitArguments",
+           "circuit_command", "circuit_help", "circuit_inputs", "config_shapes", "export_lines", "load_scores",
+           "parse_circuit_args", "resolve_circuit_task", "run_attribute", "run_export", "run_faithfulness"]
+
 # What decides each action's output (compared when a folder is written again); paths are compared absolute.
 IDENTITY = {
     "export": ("scores", "model", "gguf_file", "sizes", "edges", "absolute", "name", "write", "level"),
@@ -51,78 +72,7 @@ IDENTITY = {
 PATH_FLAGS = ("scores", "model", "dataset", "runs_dir")
 
 
-@dataclass
-class CircuitArguments:
-    """Flags of `hf-heuristic-core circuit` (the action may also be given as the first positional argument)."""
-
-    action: str | None = field(default=None, metadata={"help": "export, attribute or faithfulness."})
-    output_dir: str | None = field(default=None, metadata={"help": "Where the files go."})
-    scores: str | None = field(default=None, metadata={
-        "help": "Rankings, comma-separated: mask artifact folders (ranked by softplus of their logits), MIB "
-                "importance .json files, or folders written by export / attribute. export takes one."})
-    model: str | None = field(default=None, metadata={
-        "help": "Hub id or folder of the model (attribute, faithfulness). export reads its config only, and refuses "
-                "scores of another shape (layers x heads); without it, export takes the shape from --scores."})
-    gguf_file: str | None = field(default=None, metadata={
-        "help": "GGUF file inside --model, if any (export: default the one a --scores artifact records)."})
-    task: str = field(default="auto", metadata={
-        "help": "attribute, faithfulness: causal_lm or sequence_classification. auto: the head config.architectures "
-                "names; a GGUF decoder (Llama, Qwen2, ...) is a causal LM; else the model class a --scores artifact "
-                "records, when --model holds that head (a config naming a headless class such as BertModel would get "
-                "a random one: refused); else refused."})
-    dataset: str | None = field(default=None, metadata={
-        "help": "ioi (generated IOI prompts, causal LMs), nli (generated HANS-style NLI, classifiers), or a Hub id / "
-                "local files (classifier: text + label columns; LM: text, answer, foil columns)."})
-    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
-    split: str = field(default="train", metadata={"help": "Split of --dataset."})
-    text_columns: str | None = field(default=None, metadata={"help": "Classifier text column(s), comma-separated."})
-    num_examples: int = field(default=200, metadata={"help": "Examples scored (and averaged over)."})
-    max_length: int = field(default=64, metadata={"help": "Tokenizer truncation length."})
-    seed: int = field(default=0, metadata={"help": "Seed of the generated data."})
-    ablation: str = field(default="mean", metadata={
-        "help": "mean, zero or resample: what replaces a unit outside the circuit (mean: over --dataset, as MIB)."})
-    method: str = field(default="integrated_gradients", metadata={
-        "help": "attribute: patching (one backward pass per batch) or integrated_gradients."})
-    ig_steps: int = field(default=5, metadata={"help": "attribute: integrated-gradients steps (MIB's default 5)."})
-    sizes: str = field(default="submission", metadata={
-        "help": "export: binary circuit sizes, 'submission' (0.1, 0.2, ..., 50%%: MIB's nine leaderboard files), "
-                "'curve' (0.1 .. 100%%: MIB's evaluation points; not a leaderboard folder) or fractions '0.01,0.1'."})
-    name: str | None = field(default=None, metadata={
-        "help": "export, attribute: the leaderboard folder name <task>_<model> (e.g. ioi_gpt2); default: from "
-                "--dataset (attribute) and the model's folder name."})
-    write: str = field(default="both", metadata={
-        "help": "export, attribute: both (OUTPUT_DIR/importances/NAME and OUTPUT_DIR/circuits/NAME), importances "
-                "or circuits."})
-    edges: str = field(default="all", metadata={
-        "help": "all: write every edge of MIB's graph (in_graph from the nodes); none: 'edges': {} in the "
-                "importance file (smaller; MIB rebuilds them). Binary circuits always need edges: none is refused "
-                "unless --write importances."})
-    absolute: bool = field(default=False, metadata={
-        "help": "export, attribute: pick the binary circuits by |score| (MIB's --absolute). faithfulness always "
-                "draws both rankings (CPR signed, CMD |score|, as MIB reports them)."})
-    level: str = field(default="auto", metadata={
-        "help": "node (heads and MLP blocks) or edge (edges of the residual graph, pre-LN decoders: Edge Pruning's "
-                "masks, MIB's edge level). auto: attribute scores nodes; export and faithfulness take the level of "
-                "--scores (an edge mask artifact or an edge-level MIB file is edge)."})
-    runs_dir: str | None = field(default=None, metadata={
-        "help": "faithfulness: rank by every run of a prune_many folder and write RUNS_DIR/circuits/curves.json, "
-                "which analyze reports."})
-    random_seeds: str = field(default="0,1,2", metadata={
-        "help": "faithfulness: seeds of random rankings drawn as the chance baseline ('' for none)."})
-    batch_size: int = field(default=16, metadata={"help": "Batch size."})
-    device: str | None = field(default=None, metadata={"help": "Device, e.g. cuda (default: cpu)."})
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Write into an --output_dir that holds another run's or other files (nothing is deleted; files of "
-                "the same name are replaced). An --output_dir that is or holds an input is refused even so."})
-
-
-def circuit_help() -> str:
-    return render_help(PROG, DESCRIPTION, [("circuit", CircuitArguments, None)],
-                       epilog="Dashes and underscores both work; booleans take true/false.")
-
-
 def parse_circuit_args(argv: Sequence[str]) -> CircuitArguments:
-    from transformers import HfArgumentParser
     argv = list(argv)
     if argv and not argv[0].startswith("-"):
         argv = ["--action", argv[0], *argv[1:]]
@@ -169,7 +119,6 @@ def circuit_command(argv: Sequence[str]) -> int:
 # ------------------------------------------------------------------ the output folder
 def _claim(args: CircuitArguments, output_dir: str | Path) -> Any:
     """Claim the action's output folder (`run_folder.claim_output_dir`) before anything is loaded."""
-    from ..run_folder import claim_output_dir, local_paths  # lazy: `--help` does not load it
     settings = {name: getattr(args, name) for name in IDENTITY[args.action]}
     settings.update({name: local_paths(settings[name]) for name in PATH_FLAGS if name in settings})
     return claim_output_dir(output_dir, f"circuit {args.action}", settings, overwrite=args.overwrite_output_dir,
@@ -191,10 +140,6 @@ def circuit_inputs(args: CircuitArguments) -> list[tuple[str, Any]]:
 def _only_own_files(folder: Path, args: CircuitArguments) -> bool:
     """A folder written before run records, holding only files this action writes (so that all of them are
     replaced, none left from another ranking beside the new ones)."""
-    # lazy: `--help` does not load it
-    from ..circuits.export import CIRCUITS_FOLDER, EXPORT_RECORD, IMPORTANCES_FOLDER, IMPORTANCES_NAME
-    from ..circuits.report import CURVES_NAME, FIGURE_STEM  # lazy: `--help` does not load it
-    from ..run_folder import RECORD_NAME  # lazy: `--help` does not load it
     if args.action == "faithfulness":
         own, folders = {CURVES_NAME, f"{FIGURE_STEM}.png", f"{FIGURE_STEM}.pdf"}, set()
     else:   # this layout, and the one-folder layout of earlier versions
@@ -222,8 +167,6 @@ def _require(args: CircuitArguments, *names: str) -> None:
 
 
 def _sizes(text: str) -> tuple[float, ...]:
-    # lazy: `--help` does not load it
-    from ..circuits.ranking import MIB_CURVE_SIZES, MIB_SUBMISSION_SIZES
     if text == "submission":
         return MIB_SUBMISSION_SIZES
     if text == "curve":
@@ -239,7 +182,6 @@ def _sizes(text: str) -> tuple[float, ...]:
 
 def _model_config(model: str, gguf_file: str | None) -> Any:
     """The model's config (a GGUF file is parsed once for it), after checking that --model names a model."""
-    import transformers
     check_model_source(model, gguf_file)
     return transformers.AutoConfig.from_pretrained(model, **({"gguf_file": gguf_file} if gguf_file else {}))
 
@@ -248,7 +190,6 @@ def resolve_circuit_task(args: CircuitArguments, config: Any) -> bool:
     """Whether the model is a causal LM: `--task`, else the head `config.architectures` names or a GGUF decoder's
     architecture (`prune`'s rule), else the model class a --scores artifact records when `--model` holds that head's
     weights; refused when none tells."""
-    from .prune import resolve_task  # lazy: `--help` does not load it
     try:
         task = resolve_task(args, config)
     except UsageError:
@@ -304,7 +245,6 @@ def _refuse_a_random_head(args: CircuitArguments, config: Any, task: str, artifa
 
 def config_shapes(config: Any) -> dict[str, tuple[int, ...]] | None:
     """The unit mask shapes a config implies (layers x query heads, layers), None when it does not say."""
-    from .export_checks import model_facts  # lazy: `--help` does not load it
     facts = model_facts(config)
     layers, heads = facts["num_layers"], facts["num_heads"]
     if not (isinstance(layers, int) and isinstance(heads, int)):
@@ -314,9 +254,6 @@ def config_shapes(config: Any) -> dict[str, tuple[int, ...]] | None:
 
 def _load_model(args: CircuitArguments, config: Any, causal: bool, level: str = "node") -> tuple[Any, Any]:
     """The wrapped model (masks disabled until a circuit is applied) and its tokenizer."""
-    import transformers
-
-    from ..model import PrunableModel  # lazy: `--help` does not load it
     kwargs = {"gguf_file": args.gguf_file} if args.gguf_file else {}
     model_class = transformers.AutoModelForCausalLM if causal else transformers.AutoModelForSequenceClassification
     tokenizer = load_tokenizer(args.model, "--model", **kwargs)
@@ -333,9 +270,6 @@ def _load_model(args: CircuitArguments, config: Any, causal: bool, level: str = 
 
 
 def _data(args: CircuitArguments, prunable: Any, tokenizer: Any, causal: bool) -> tuple[Any, Any]:
-    import transformers
-
-    from ..circuits.tasks import circuit_task_data  # lazy: `--help` does not load it
     data = circuit_task_data(args.dataset, tokenizer, causal_lm=causal, size=args.num_examples, seed=args.seed,
                              max_length=args.max_length, text_columns=args.text_columns, split=args.split,
                              dataset_config=args.dataset_config)
@@ -350,8 +284,6 @@ def _data(args: CircuitArguments, prunable: Any, tokenizer: Any, causal: bool) -
 def load_scores(args: CircuitArguments, source: str | Path, shapes: dict[str, tuple[int, ...]] | None,
                 graph: Any = None) -> Any:
     """A ranking's scores, checked against the model's mask shapes; a mismatch names both shapes and the flags."""
-    from ..circuits.sources import load_unit_scores  # lazy: `--help` does not load it
-    from ..errors import MaskShapeError  # lazy: `--help` does not load it
     try:
         return load_unit_scores(source, shapes, graph)
     except MaskShapeError as err:
@@ -379,7 +311,6 @@ def run_export(args: CircuitArguments) -> dict[str, Any]:
 
 def _export(args: CircuitArguments, cfg: Any, scores: Any, name: str, sizes: Sequence[float],
             graph: Any = None) -> dict[str, Any]:
-    from ..circuits.export import export_mib_circuits  # lazy: `--help` does not load it
     return export_mib_circuits(args.output_dir, cfg, scores, name, sizes, args.absolute, args.edges,
                                importances=args.write != "circuits", circuits=args.write != "importances",
                                graph=graph)
@@ -387,8 +318,6 @@ def _export(args: CircuitArguments, cfg: Any, scores: Any, name: str, sizes: Seq
 
 def _source_level(source: str | Path) -> str:
     """'edge' for an edge mask artifact or an edge-level MIB file (or an export folder of one), else 'node'."""
-    from ..circuits.export import scores_path  # lazy: `--help` does not load it
-    from ..circuits.mib import MibFormatError, read_mib_circuit  # lazy: `--help` does not load it
     path = scores_path(source)
     if path.is_dir():
         try:
@@ -423,9 +352,6 @@ def _level(args: CircuitArguments) -> str:
 
 def _edge_graph(config: Any) -> Any:
     """The edge graph a model config implies (its query and key/value heads, and its residual layout)."""
-    from ..circuits.mib import parallel_attn_mlp  # lazy: `--help` does not load it
-    from ..granularity.edge.graph import EdgeGraph  # lazy: `--help` does not load it
-    from .export_checks import model_facts  # lazy: `--help` does not load it
     facts = model_facts(config)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     kv = int(getattr(text, "num_key_value_heads", None) or facts["num_heads"])
@@ -435,8 +361,6 @@ def _edge_graph(config: Any) -> Any:
 def _scores_graph(args: CircuitArguments, cfg: Any) -> Any:
     """The edge graph of an edge ranking being exported: from an artifact, its mask length; from a MIB file, MIB's
     ungrouped graph of its cfg."""
-    from ..granularity.edge.graph import EdgeGraph  # lazy: `--help` does not load it
-    from ..circuits.export import scores_path  # lazy: `--help` does not load it
     source = scores_path(args.scores)
     if source.is_dir():
         shapes = PruningConfig.from_pretrained(source).mask_shapes or {}
@@ -451,7 +375,6 @@ def _scores_graph(args: CircuitArguments, cfg: Any) -> Any:
 
 def export_lines(written: dict[str, Any], name_derived: bool) -> list[str]:
     """What an export wrote, for the terminal: each folder, and per binary circuit its units and edge share."""
-    from ..circuits.ranking import size_label  # lazy: `--help` does not load it
     lines = []
     if "importances" in written:
         what = "edges" if written.get("level") == "edge" else "units"
@@ -481,11 +404,6 @@ def export_lines(written: dict[str, Any], name_derived: bool) -> list[str]:
 def _submission_name(args: CircuitArguments) -> str:
     """`--name`, checked; else the name of the export an importance file comes from; else `<task>_<model>` from
     --dataset (attribute; 'circuit' for export) and the model's or the scores' folder name."""
-    import re
-
-    # lazy: `--help` does not load it
-    from ..circuits.export import check_submission_name, scores_path
-    from ..circuits.mib import MibFormatError  # lazy: `--help` does not load it
     if args.name is not None:
         try:
             return check_submission_name(args.name)
@@ -510,15 +428,11 @@ def _export_config(args: CircuitArguments) -> Any:
     """MIB's cfg: the shape of the scores (a MIB .json file's cfg, or the artifact's layers x heads), checked against
     `--model` when given (which then also says whether attention and MLP run in parallel); without `--model`, an
     artifact's base model config is read for that when it can be."""
-    # lazy: `--help` does not load it
-    from ..circuits.mib import MibConfig, parallel_attn_mlp, read_mib_circuit
-    from ..circuits.export import scores_path  # lazy: `--help` does not load it
     source = scores_path(args.scores)
     model, gguf_file, model_type = args.model, args.gguf_file, None
     if source.suffix == ".json" and source.is_file():
         cfg = read_mib_circuit(source).cfg
     else:
-        from ..artifacts import read_artifact, recorded_gguf_file  # lazy: `--help` does not load it
         config = read_artifact(source).config
         if not (config.num_layers and config.num_heads):
             raise UsageError(f"{source}: the artifact does not record num_layers / num_heads; re-save it with a "
@@ -534,7 +448,6 @@ def _export_config(args: CircuitArguments) -> Any:
         _check_shape_fits(args, cfg, hf_config, model_type)
     elif model and model_type:
         try:   # the artifact's base model, for its residual layout; the model type's default when unreadable
-            import transformers
             hf_config = transformers.AutoConfig.from_pretrained(model, **({"gguf_file": gguf_file} if gguf_file
                                                                           else {}))
         except (OSError, ValueError):
@@ -549,7 +462,6 @@ def _export_config(args: CircuitArguments) -> Any:
 def _check_shape_fits(args: CircuitArguments, cfg: Any, hf_config: Any, model_type: str | None = None) -> None:
     """Refuse scores of another shape than --model's units (or, from an artifact, made on another model type), naming
     both: they were made for another model."""
-    from .export_checks import model_facts  # lazy: `--help` does not load it
     facts = model_facts(hf_config)
     layers, heads, hidden = facts["num_layers"], facts["num_heads"], facts["hidden_size"]
     if model_type and facts["model_type"] and model_type != facts["model_type"]:
@@ -567,9 +479,6 @@ def _check_shape_fits(args: CircuitArguments, cfg: Any, hf_config: Any, model_ty
 
 
 def run_attribute(args: CircuitArguments) -> dict[str, Any]:
-    from ..circuits.attribution import attribution_scores  # lazy: `--help` does not load it
-    from ..circuits.mib import mib_config  # lazy: `--help` does not load it
-    from ..circuits.ranking import MIB_SUBMISSION_SIZES  # lazy: `--help` does not load it
     _require(args, "model", "dataset", "output_dir")
     name = _submission_name(args)
     level = _level(args)
@@ -594,8 +503,6 @@ def run_attribute(args: CircuitArguments) -> dict[str, Any]:
 
 
 def run_faithfulness(args: CircuitArguments) -> dict[str, Any]:
-    # lazy: `--help` does not load it
-    from ..circuits.report import CURVES_NAME, curves_document, write_curves
     _require(args, "model", "dataset")
     if not (args.scores or args.runs_dir):
         raise UsageError("circuit faithfulness needs --scores (rankings) or --runs_dir (every run of a prune_many "
@@ -644,7 +551,6 @@ def _rankings(args: CircuitArguments, shapes: dict[str, tuple[int, ...]] | None,
         rankings[name] = load_scores(args, source, shapes, graph)
         groups[name] = name
     if args.runs_dir:
-        from ..analysis.results import collect_results  # lazy: `--help` does not load it
         results = collect_results(Path(args.runs_dir)).results
         if not results:
             raise UsageError(f"--runs_dir {args.runs_dir} holds no finished runs (sp*-seed*/result.json).")

@@ -8,49 +8,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
-__all__ = ["DESCRIPTION", "ExportScriptArguments", "export_command", "run_export"]
+import transformers
+
+from ..artifacts import check_finished, read_artifact, recorded_gguf_file
+from ..export import parameter_count, push_slim_to_hub, save_slim
+from ..export.io import folder_state
+from ..export.shrink import shrink_notes
+from ..model import PrunableModel
+from ..run_folder import claim_output_dir, local_paths
+from .checks import check_model_source, missing_tokenizer
+from .export_checks import check_masks_fit_model, exported_granularity, loading_mismatch
+from .flags.export import DESCRIPTION, ExportScriptArguments
+
+__all__ = ["DESCRIPTION", "ExportScriptArguments", "export_command", "run_export", "source_tokenizer"]
 
 logger = logging.getLogger(__name__)
-
-DESCRIPTION = ("Turn a mask artifact (heads and MLP blocks, or MLP neurons) into a smaller plain Transformers model "
-               "(pruned units removed, their means folded into biases), with --model's tokenizer; the output says "
-               "which pruned units it could not remove, and why.")
-
-
-@dataclass
-class ExportScriptArguments:
-    """Which model and masks to export, and where to."""
-
-    model: str = field(metadata={"help": "Hub id or local folder of the model the masks were learned on."})
-    masks: str = field(metadata={"help": "Mask artifact folder or Hub repo id (PrunableModel.save_pretrained)."})
-    output_dir: str = field(metadata={
-        "help": "Folder to write the slim model to: new, empty, or a previous export (replaced). A folder holding "
-                "anything else is refused (see --overwrite_output_dir), and so is the --masks folder."})
-    ablation: str | None = field(default=None, metadata={
-        "help": "mean or zero; default: the artifact's own ablation (mean needs the artifact's means)."})
-    model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
-    gguf_file: str | None = field(default=None, metadata={
-        "help": "GGUF file inside --model, if any (default: the one the --masks artifact records, when --model holds "
-                "it)."})
-    push_to_hub: str | None = field(default=None, metadata={"help": "Also upload the slim model to this Hub repo."})
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Write into an --output_dir that holds other files (nothing is deleted; another model's files are "
-                "refused even so)."})
-    allow_unfinished: bool = field(default=False, metadata={
-        "help": "Export masks that are not a finished run's (a mid-run checkpoint-N, masks never fixed); refused "
-                "without it."})
 
 
 def run_export(script: ExportScriptArguments) -> dict:
     """Claim the output folder, check the masks, load, export and save; returns the parameter counts, whether plain
     transformers loads the folder, and where."""
-    from dataclasses import asdict, replace
-
-    from ..artifacts import recorded_gguf_file  # lazy: `--help` does not load it
-    from ..run_folder import claim_output_dir, local_paths  # lazy: `--help` does not load it
     if not script.gguf_file and recorded_gguf_file(script.masks, script.model):
         script = replace(script, gguf_file=recorded_gguf_file(script.masks, script.model))
         logger.info("--gguf_file not given: reading %s, the GGUF file the --masks artifact records.", script.gguf_file)
@@ -66,20 +47,10 @@ def run_export(script: ExportScriptArguments) -> dict:
 
 
 def _is_previous_export(folder) -> bool:
-    from ..export.io import folder_state  # lazy: `--help` does not load it
     return folder_state(folder) == "slim"
 
 
 def _export(script: ExportScriptArguments) -> dict:
-    import transformers
-
-    from ..artifacts import check_finished, read_artifact  # lazy: `--help` does not load it
-    from ..export import parameter_count, push_slim_to_hub, save_slim  # lazy: `--help` does not load it
-    from ..export.shrink import shrink_notes  # lazy: `--help` does not load it
-    from ..model import PrunableModel  # lazy: `--help` does not load it
-    # lazy: `--help` does not load it
-    from .export_checks import check_masks_fit_model, exported_granularity, loading_mismatch
-    from .checks import check_model_source  # lazy: `--help` does not load it
     artifact = read_artifact(script.masks)
     exported_granularity(artifact, script.masks)
     unfinished = check_finished(script.masks, script.allow_unfinished, artifact=artifact)
@@ -113,7 +84,6 @@ def _export(script: ExportScriptArguments) -> dict:
 
 def _recorded_gguf(artifact, model: str) -> str | None:
     """The GGUF file a (downloaded) artifact records, when the --model folder holds it."""
-    from pathlib import Path
     name = artifact.config.base_model_gguf_file
     return name if name and (Path(model).expanduser() / name).is_file() else None
 
@@ -121,9 +91,6 @@ def _recorded_gguf(artifact, model: str) -> str | None:
 def source_tokenizer(model: str, hf_kwargs: dict) -> tuple[Any, str | None]:
     """The tokenizer saved with `--model`, to copy into the slim folder (so `pipeline(task, model=folder)` works), or
     None and why not: a model saved without one still exports, and the output says that the folder has none."""
-    import transformers
-
-    from .checks import missing_tokenizer  # lazy: `--help` does not load it
     if missing_tokenizer(model, hf_kwargs.get("gguf_file")):
         return None, (f"--model {model} has no tokenizer (no tokenizer file in the folder); the slim folder has none "
                       "either: save one into it with tokenizer.save_pretrained(folder) before using "
@@ -137,8 +104,8 @@ def source_tokenizer(model: str, hf_kwargs: dict) -> tuple[Any, str | None]:
 
 
 def export_command(argv: Sequence[str]) -> int:
-    from transformers import HfArgumentParser
-    parser = HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export", description=DESCRIPTION)
+    parser = transformers.HfArgumentParser(ExportScriptArguments, prog="hf-heuristic-core export",
+                                           description=DESCRIPTION)
     (script,) = parser.parse_args_into_dataclasses(args=list(argv))
     summary = run_export(script)
     for reason in summary.get("unfinished_masks") or []:

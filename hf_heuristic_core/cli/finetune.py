@@ -5,99 +5,46 @@
 Writes `checkpoint-*` folders (each with the tokenizer; all but the newest keep their weights only) and the final
 model with its tokenizer in `OUTPUT_DIR/final` (`prune --model OUTPUT_DIR/final`, `effective-size OUTPUT_DIR`). The
 flags are this command's data flags (the same as `prune`'s) and every stock `TrainingArguments` flag; `--help` is
-built without importing torch. The fine-tuning itself is the study's (`hf_heuristic_core.finetuning`).
+built without importing torch (`cli/flags/finetune.py`). The fine-tuning itself is the study's
+(`hf_heuristic_core.finetuning`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import transformers
+from transformers import HfArgumentParser, TrainingArguments
+
+from ..data.tokenize import tokenize_dataset
 from ..errors import UsageError
+from ..finetuning import FINAL_DIR, ensure_padding_token, finetune, load_finetune_model
+from ..run_folder import claim_output_dir, local_paths
+from .checks import check_model_source, check_tokenizer, resolve_text_columns
+from .flags.finetune import DESCRIPTION, PROG, REFUSED_FLAGS, TASKS, FinetuneScriptArguments, finetune_help
+from .help import wants_help
+from .prune import given_flags, resume_checkpoint, unknown_flags_message
+from .prune_data import check_split_flags, load_prune_data
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DESCRIPTION", "FinetuneScriptArguments", "REFUSED_FLAGS", "finetune_command", "finetune_help",
-           "parse_finetune_arguments", "run_finetune"]
+__all__ = ["DESCRIPTION", "REFUSED_FLAGS", "RESULT_FIELDS", "FinetuneScriptArguments", "finetune_command",
+           "finetune_help", "parse_finetune_arguments", "run_finetune"]
 
-DESCRIPTION = ("Fine-tune a base model on a dataset into the checkpoints prune and effective-size read "
-               "(checkpoint-* folders, and the final model with its tokenizer in OUTPUT_DIR/final).")
-PROG = "hf-heuristic-core finetune"
-TASKS = ("sequence_classification", "causal_lm")
 # The TrainingArguments that decide the fine-tuned weights: a run with other values is another run (refused in the
 # same folder, named difference by difference), the same values resume or repeat it.
 RESULT_FIELDS = ("learning_rate", "weight_decay", "num_train_epochs", "max_steps", "per_device_train_batch_size",
                  "gradient_accumulation_steps", "seed", "data_seed", "warmup_steps", "lr_scheduler_type", "optim",
                  "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "label_smoothing_factor", "bf16", "fp16")
-# TrainingArguments flags that a stock Trainer run never reads (switches for training scripts): refused with why.
-REFUSED_FLAGS = {
-    "do_train": "finetune always trains (the Trainer never reads the switch); drop the flag",
-    "do_predict": "finetune does not predict; drop the flag",
-    "debug": "--debug is the command line's switch for tracebacks; TrainingArguments' debug modes are not available "
-             "from finetune",
-}
-
-
-@dataclass
-class FinetuneScriptArguments:
-    """What to fine-tune on which data (the training loop is the stock `TrainingArguments`)."""
-
-    model: str = field(metadata={"help": "Hub id or local folder of the base model, with its tokenizer (e.g. "
-                                         "MiniLM: the folder `python -c 'from hf_heuristic_core.offline_models "
-                                         "import minilm_path; print(minilm_path())'` prints)."})
-    dataset: str = field(metadata={
-        "help": "Hub dataset id, a save_to_disk folder, or local json/jsonl/csv/parquet file(s), comma-separated."})
-    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
-    train_split: str = field(default="train", metadata={"help": "Split to train on."})
-    eval_split: str | None = field(default=None, metadata={
-        "help": "Split to evaluate on (accuracy and loss, at the end and at every --eval_strategy step); a single "
-                "data file has no splits: use --eval_fraction. Default: no evaluation."})
-    eval_fraction: float | None = field(default=None, metadata={
-        "help": "Hold out this share of the training rows (a random split seeded with --seed) for evaluation."})
-    text_columns: str | None = field(default=None, metadata={
-        "help": "Comma-separated text column(s); default: premise,hypothesis / sentence1,sentence2 / "
-                "question1,question2 / text / sentence, whichever exist."})
-    max_length: int = field(default=128, metadata={"help": "Tokenizer truncation length (the paper: 128)."})
-    max_train_examples: int | None = field(default=None, metadata={"help": "Use at most this many examples."})
-    task: str = field(default="sequence_classification", metadata={
-        "help": "sequence_classification (a classification head on the base model, from the 'label' column) or "
-                "causal_lm (language modelling on the text)."})
-    num_labels: int | None = field(default=None, metadata={
-        "help": "Classes of the classification head. Default: the training labels' (class ids 0..N-1, or the "
-                "sorted distinct strings, which become the config's id2label)."})
-    model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
-    gguf_file: str | None = field(default=None, metadata={
-        "help": "GGUF file inside --model: dequantized to float32 on load (the final model and the checkpoints are "
-                "plain safetensors folders that prune and effective-size read)."})
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Write into an --output_dir that holds another run's or another command's files (nothing is "
-                "deleted; files of the same name are replaced). Without it such a folder is refused."})
-
-
-def finetune_help() -> str:
-    """`finetune --help`: this command's flags, then every `TrainingArguments` flag read from transformers' source
-    (importing it costs torch, seconds)."""
-    from .help import render_source_help, source_fields
-    training = source_fields("transformers", "training_args.py", "TrainingArguments")
-    notes = {name: f"REFUSED by finetune: {reason}." for name, reason in REFUSED_FLAGS.items()}
-    notes["output_dir"] = ("Required. checkpoint-* folders and final/ go here; a folder holding another run's files "
-                           "is refused (see --overwrite_output_dir).")
-    notes["resume_from_checkpoint"] = "A checkpoint-* folder, or 'last' for the newest under --output_dir."
-    epilog = ("Dashes and underscores both work. Booleans take true/false; those on by default also take --no_FLAG."
-              "\nThen: hf-heuristic-core prune --model OUTPUT_DIR/final --dataset ... ; "
-              "hf-heuristic-core effective-size OUTPUT_DIR ...")
-    return render_source_help(PROG, DESCRIPTION, [("what to fine-tune", FinetuneScriptArguments, None),
-                                                  ("training (every TrainingArguments flag)", training, notes)],
-                              epilog=epilog)
 
 
 def parse_finetune_arguments(argv: Sequence[str]) -> tuple[FinetuneScriptArguments, Any]:
     """Refuse the flags a Trainer run never reads, parse with `HfArgumentParser`, then check the values."""
-    from transformers import HfArgumentParser, TrainingArguments
-
-    from .prune import given_flags, unknown_flags_message  # lazy: `--help` does not load it
     argv = list(argv)
     if "output_dir" not in given_flags(argv):   # TrainingArguments would default it to ./trainer_output
         raise UsageError("finetune needs --output_dir DIR (where the checkpoints and the final model go).")
@@ -120,7 +67,6 @@ def parse_finetune_arguments(argv: Sequence[str]) -> tuple[FinetuneScriptArgumen
 
 def check_script_arguments(script: FinetuneScriptArguments) -> None:
     """Values that cannot work, refused before any model or data is loaded."""
-    from .checks import check_model_source
     if script.task not in TASKS:
         raise UsageError(f"--task {script.task!r} is not one of {', '.join(TASKS)} (token classification needs "
                          "word-aligned labels, which this command does not build).")
@@ -137,9 +83,6 @@ def check_script_arguments(script: FinetuneScriptArguments) -> None:
 def finetune_settings(script: FinetuneScriptArguments, args: Any) -> dict[str, Any]:
     """What decides the fine-tuned weights: every flag of `FinetuneScriptArguments` but the overwrite switch, and
     the `RESULT_FIELDS` of `TrainingArguments` (as the folder's run record, `run_folder`)."""
-    from dataclasses import asdict
-
-    from ..run_folder import local_paths
     settings = {k: v for k, v in asdict(script).items() if k != "overwrite_output_dir"}
     settings.update(model=local_paths(script.model), dataset=local_paths(script.dataset))
     settings.update({name: getattr(getattr(args, name, None), "value", getattr(args, name, None))
@@ -149,10 +92,6 @@ def finetune_settings(script: FinetuneScriptArguments, args: Any) -> dict[str, A
 
 def run_finetune(script: FinetuneScriptArguments, args: Any) -> dict[str, Any]:
     """Claim the output folder, load, tokenize, fine-tune, save; returns the summary the command prints."""
-    from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
-    from .prune import resume_checkpoint  # lazy: `--help` does not load it
-    from .prune_data import check_split_flags  # lazy: `--help` does not load it
-
     check_script_arguments(script)
     check_split_flags(script)
     if not args.output_dir:
@@ -194,13 +133,6 @@ def label_names(train: Any) -> tuple[Any, list[str] | None, int]:
 
 
 def _finetune(script: FinetuneScriptArguments, args: Any, resume: Any) -> dict[str, Any]:
-    import transformers
-
-    from ..data.tokenize import tokenize_dataset  # lazy: `--help` does not load it
-    from ..finetuning import FINAL_DIR, ensure_padding_token, finetune, load_finetune_model
-    from .checks import check_tokenizer, resolve_text_columns
-    from .prune_data import load_prune_data
-
     hf_kwargs = {k: v for k, v in {"revision": script.model_revision, "gguf_file": script.gguf_file}.items() if v}
     data = load_prune_data(script, args.seed, trained="the model was trained")
     train, evaluation = data.train, data.eval
@@ -228,7 +160,6 @@ def _finetune(script: FinetuneScriptArguments, args: Any, resume: Any) -> dict[s
     trainer = finetune(model, args, train_tok, tokenizer=tokenizer, data_collator=collator, eval_dataset=eval_tok,
                        resume=resume, compute_metrics=_accuracy if classify else None, tokenizer_in_checkpoints=True)
     metrics = trainer.evaluate() if eval_tok is not None else {}
-    from pathlib import Path
     checkpoints = sorted((p.name for p in Path(args.output_dir).glob("checkpoint-*") if p.is_dir()),
                          key=lambda name: int(name.rsplit("-", 1)[1]) if name.rsplit("-", 1)[1].isdigit() else -1)
     return {"output_dir": args.output_dir, "final_model": str(Path(args.output_dir) / FINAL_DIR),
@@ -257,7 +188,6 @@ def _eval_labels(evaluation: Any, names: list[str] | None, num_labels: int) -> A
 
 
 def _accuracy(prediction: Any) -> dict[str, float]:
-    import numpy as np
     logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
     return {"accuracy": float((np.asarray(logits).argmax(-1) == np.asarray(prediction.label_ids)).mean())}
 
@@ -285,7 +215,6 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 def finetune_command(argv: Sequence[str]) -> int:
-    from .help import wants_help
     if wants_help(argv):
         print(finetune_help())
         return 0

@@ -4,23 +4,26 @@
     hf-heuristic-core induce --source runs/si/source --masks my_masks --output_dir runs/si2 --arms subnetwork,scratch
 
 The flags are `induction.arguments.InductionArguments` (torch-free; the library owns them and this command reads
-them, so the library never imports the CLI).
+them, so the library never imports the CLI); `cli/flags/induce.py` names them for `--help`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
+from transformers import AutoConfig, HfArgumentParser
+
+from ..artifacts import CONFIG_NAME, check_finished
 from ..errors import UsageError
-from ..induction.arguments import ARM_CHOICES, MASK_FIELDS, RUN_FIELDS, SOURCE_FIELDS, InductionArguments
+from ..induction.runner import run_induction
+from ..run_folder import claim_output_dir
+from .flags.induce import ARM_CHOICES, DESCRIPTION, MASK_FIELDS, RUN_FIELDS, SOURCE_FIELDS, InductionArguments
 
-
-__all__ = ["ARM_CHOICES", "DESCRIPTION", "MASK_FIELDS", "RUN_FIELDS", "SOURCE_FIELDS", "InductionArguments",
-           "induce_command"]
-
-DESCRIPTION = ("Subtask Induction: transplant a subnetwork into fresh models and train them on the target task "
-               "(arms x k x seeds, resumable); --arithmetic runs the whole a+ab / ab / a^2+ab reproduction.")
+__all__ = ["ARM_CHOICES", "DESCRIPTION", "MASK_FIELDS", "NOT_IDENTITY", "RUN_FIELDS", "SOURCE_FIELDS",
+           "InductionArguments", "check_source", "induce_command", "induce_inputs"]
 
 # Flags that add runs to an experiment or only change its report, not what its existing records mean.
 NOT_IDENTITY = ("output_dir", "arms", "seeds", "ks", "figure", "overwrite_output_dir", "allow_unfinished",
@@ -33,11 +36,9 @@ def check_source(args: InductionArguments) -> None:
     vocabulary-size hint that cannot help."""
     if args.arithmetic or not args.source:
         return
-    from pathlib import Path
     if not (Path(args.source) / "config.json").is_file():
         raise UsageError(f"--source {args.source}: no saved model there (config.json missing); pass the folder "
                          "save_pretrained wrote, or --arithmetic to train one.")
-    from transformers import AutoConfig
     config = AutoConfig.from_pretrained(args.source)
     classes = config.architectures or []
     causal = any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in classes)
@@ -56,22 +57,12 @@ def check_source(args: InductionArguments) -> None:
 
 
 def induce_command(argv: Sequence[str]) -> int:
-    from dataclasses import asdict
-
-    from transformers import HfArgumentParser
-
-    from ..induction.runner import run_induction  # lazy: `--help` does not load it
-    from ..run_folder import claim_output_dir  # lazy: `--help` does not load it
     parser = HfArgumentParser(InductionArguments, prog="hf-heuristic-core induce", description=DESCRIPTION)
     (args,) = parser.parse_args_into_dataclasses(args=list(argv))
     check_source(args)
-    if args.masks:
-        from pathlib import Path
-
-        from ..artifacts import CONFIG_NAME, check_finished  # lazy: `--help` does not load it
-        if (Path(args.masks) / CONFIG_NAME).is_file():
-            for reason in check_finished(args.masks, args.allow_unfinished):
-                print(f"WARNING: unfinished masks (--allow_unfinished): {reason}")
+    if args.masks and (Path(args.masks) / CONFIG_NAME).is_file():
+        for reason in check_finished(args.masks, args.allow_unfinished):
+            print(f"WARNING: unfinished masks (--allow_unfinished): {reason}")
     settings = {k: v for k, v in asdict(args).items() if k not in NOT_IDENTITY}
     with claim_output_dir(args.output_dir, "induce", settings, overwrite=args.overwrite_output_dir,
                           inputs=induce_inputs(args), legacy_settings=_legacy_experiment) as claim:
@@ -89,7 +80,6 @@ def induce_command(argv: Sequence[str]) -> int:
 def induce_inputs(args: InductionArguments) -> list[tuple[str, Any]]:
     """What the run reads. With --arithmetic, a --source inside the output folder is the run's own product (trained
     there when absent, reused on resume), not an input; anywhere else, and as the output folder itself, it is."""
-    from pathlib import Path
     source = args.source
     if args.arithmetic and source:
         source_path, out = Path(source).expanduser().resolve(), Path(args.output_dir).expanduser().resolve()

@@ -9,42 +9,32 @@ subtask mask keeps), `subtasks.md` and the sharing figure. Accuracy-based analys
 inverted-mask performance-drop table) need the model and each subtask's data: run
 `hf_heuristic_core.analysis.subtasks.subtask_test` / `performance_drop_table` from Python, and record the accuracies
 in a `subtasks.json` beside the masks for `hf-heuristic-core analyze` to put them in its report
-(`analysis.subtask_report`; `benchmarks/repro_lepori_subtasks.py --masks_dir` writes one).
+(`analysis.subtask_report`; `benchmarks/reproductions/repro_lepori_subtasks.py --masks_dir` writes one).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+from transformers import HfArgumentParser
+
+from ..analysis.subtasks import mask_overlap, remaining_fraction, sharing_fractions, sharing_over_union
+from ..artifacts import check_finished, read_artifact
 from ..errors import ArtifactError
 from ..io_utils import atomic_write_text
+from ..plotting.subtasks import plot_sharing_bars
+from ..run_folder import claim_output_dir, local_paths
+from .flags.subtasks import DESCRIPTION, SubtasksArguments
 
-DESCRIPTION = "Compare subtask masks: per-layer IoU / IoMin, shared fractions, kept share of a full-task mask."
-
-
-@dataclass
-class SubtasksArguments:
-    masks: list[str] = field(metadata={"help": "Two or more mask artifact folders (or Hub ids), one per subtask."})
-    output_dir: str = field(metadata={"help": "Where to write subtasks.json, subtasks.md and the figure."})
-    names: list[str] | None = field(default=None, metadata={"help": "A name per mask (default: folder names)."})
-    reference: str | None = field(default=None, metadata={
-        "help": "The full-task mask artifact: report |M_k & M_0| / |M_0| per layer for each subtask mask."})
-    figure: bool = field(default=True, metadata={"help": "Write the sharing bar chart (needs matplotlib)."})
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Write into an --output_dir that holds another run's or another command's files (nothing is "
-                "deleted)."})
-    allow_unfinished: bool = field(default=False, metadata={
-        "help": "Compare masks that are not finished runs' (a mid-run checkpoint-N, masks never fixed); refused "
-                "without it."})
+__all__ = ["DESCRIPTION", "SubtasksArguments", "run_subtasks", "subtasks_command"]
 
 
 def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
     """Claim the output folder, then compare the masks (see the module docstring)."""
-    from ..run_folder import claim_output_dir, local_paths  # lazy: `--help` does not load it
-
     if len(args.masks) < 2:
         raise ArtifactError(f"subtasks compares masks: pass at least two artifacts to --masks, got {args.masks}.")
     names = list(args.names) if args.names else [Path(m).name for m in args.masks]
@@ -61,10 +51,6 @@ def run_subtasks(args: SubtasksArguments) -> dict[str, Any]:
 
 
 def _compare(args: SubtasksArguments, names: list[str]) -> dict[str, Any]:
-    # lazy: `--help` does not load it
-    from ..analysis.subtasks import mask_overlap, remaining_fraction, sharing_fractions, sharing_over_union
-    from ..artifacts import check_finished, read_artifact  # lazy: `--help` does not load it
-
     artifacts = [read_artifact(m) for m in args.masks]
     unfinished = {m: check_finished(m, args.allow_unfinished, "--masks", a) for m, a in zip(args.masks, artifacts)}
     granularities = {a.config.granularity for a in artifacts}
@@ -88,7 +74,6 @@ def _compare(args: SubtasksArguments, names: list[str]) -> dict[str, Any]:
     atomic_write_text(out / "subtasks.json", json.dumps(summary, indent=2, default=_json_number) + "\n")
     atomic_write_text(out / "subtasks.md", _markdown(summary))
     if args.figure:
-        from ..plotting.subtasks import plot_sharing_bars  # lazy: `--help` does not load it
         plot_sharing_bars(summary["sharing"], path=out / "sharing")
     return summary
 
@@ -122,7 +107,6 @@ def _markdown(summary: dict[str, Any]) -> str:
 
 
 def subtasks_command(argv: Sequence[str]) -> int:
-    from transformers import HfArgumentParser
     parser = HfArgumentParser(SubtasksArguments, prog="hf-heuristic-core subtasks", description=DESCRIPTION)
     (args,) = parser.parse_args_into_dataclasses(args=list(argv))
     summary = run_subtasks(args)

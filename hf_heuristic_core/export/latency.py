@@ -1,5 +1,5 @@
 """Forward latency of several models measured in one process, round-robin, so that load changes on a shared machine
-hit all of them alike (used by the study's slim report and `benchmarks/bench_slim.py`)."""
+hit all of them alike (used by the study's slim report and `benchmarks/speed/bench_slim.py`)."""
 
 from __future__ import annotations
 

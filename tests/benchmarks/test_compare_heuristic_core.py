@@ -26,7 +26,7 @@ SO, PREP, IF, VERB = ("lexical_overlap_ln_subject-object_swap", "lexical_overlap
 
 @pytest.fixture(scope="module")
 def hc() -> ModuleType:
-    return load_script("compare_heuristic_core")
+    return load_script("reproductions/compare_heuristic_core")
 
 
 # ------------------------------------------------------------------------------------------------ pure functions

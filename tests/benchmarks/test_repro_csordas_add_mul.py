@@ -17,7 +17,7 @@ from benchmark_scripts import load_script
 
 @pytest.fixture(scope="module")
 def add_mul() -> ModuleType:
-    return load_script("repro_csordas_add_mul")
+    return load_script("reproductions/repro_csordas_add_mul")
 
 
 def test_rows_follow_their_generator(add_mul):

@@ -29,7 +29,7 @@ TUPLE = [[12, 34], [56, 78]]       # pair 1: 12 + 34 = 46, pair 2: 56 + 78 = 134
 
 @pytest.fixture(scope="module")
 def csordas() -> ModuleType:
-    return load_script("repro_csordas_double_addition")
+    return load_script("reproductions/repro_csordas_double_addition")
 
 
 def _args(tmp_path: Path, **changes) -> argparse.Namespace:

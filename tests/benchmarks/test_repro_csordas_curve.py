@@ -17,7 +17,7 @@ STEPS = [1000, 2000, 3000, 4000, 5000, 6000]
 
 @pytest.fixture(scope="module")
 def csordas() -> ModuleType:
-    return load_script("repro_csordas_double_addition")
+    return load_script("reproductions/repro_csordas_double_addition")
 
 
 def test_still_rising_curve_is_not_saturated(csordas: ModuleType) -> None:

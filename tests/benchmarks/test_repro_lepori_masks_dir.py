@@ -17,7 +17,7 @@ from benchmark_scripts import load_script
 
 @pytest.fixture(scope="module")
 def lepori() -> ModuleType:
-    return load_script("repro_lepori_subtasks")
+    return load_script("reproductions/repro_lepori_subtasks")
 
 
 def _tiny_args(masks_dir: Path) -> argparse.Namespace:

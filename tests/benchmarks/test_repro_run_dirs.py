@@ -15,12 +15,12 @@ from benchmark_scripts import load_script
 
 @pytest.fixture(scope="module")
 def lepori():
-    return load_script("repro_lepori_subtasks")
+    return load_script("reproductions/repro_lepori_subtasks")
 
 
 @pytest.fixture(scope="module")
 def csordas():
-    return load_script("repro_csordas_double_addition")
+    return load_script("reproductions/repro_csordas_double_addition")
 
 
 def _args(module, **changes) -> argparse.Namespace:

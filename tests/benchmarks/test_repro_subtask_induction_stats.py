@@ -12,7 +12,7 @@ from benchmark_scripts import load_script
 
 @pytest.fixture(scope="module")
 def repro():
-    return load_script("repro_subtask_induction")
+    return load_script("reproductions/repro_subtask_induction")
 
 
 def test_sign_test_exact_values(repro):

@@ -1,6 +1,6 @@
 """Peak GPU memory of the one-copy KL step against the two-copy step on BERT-base shape (random weights, batch 32 x
 128): the same-model teacher with activation checkpointing must stay at or below 0.65 (issue #28); the measurement is
-benchmarks/bench_gpu.py's, which also reports every other option."""
+benchmarks/speed/bench_gpu.py's, which also reports every other option."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "speed"))
 import bench_gpu  # noqa: E402
 
 

@@ -69,7 +69,7 @@ def test_the_circuit_task_loader_moved_to_the_library_and_the_old_path_still_wor
 
 def test_induction_arguments_import_without_torch():
     code = ("import sys; from hf_heuristic_core.induction.arguments import InductionArguments; "
-            "import hf_heuristic_core.cli.induce as c; assert c.InductionArguments is InductionArguments; "
+            "import hf_heuristic_core.cli.flags.induce as c; assert c.InductionArguments is InductionArguments; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     assert python_output(code) == ["[]"]
 

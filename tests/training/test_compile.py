@@ -4,7 +4,7 @@ silently falls back to eager (Dynamo's recompile limit), and compiled steps comp
 
 Counting uses Dynamo's own counters (`torch._dynamo.utils.counters`). The `eager` backend checks tracing, guards and
 recompiles in seconds; `aot_eager` also traces the backward (AOTAutograd) through the hooks. The compiled vs eager
-step time is in BENCHMARKS.md (benchmarks/bench_compile.py; on a GPU, benchmarks/bench_gpu.py).
+step time is in BENCHMARKS.md (benchmarks/speed/bench_compile.py; on a GPU, benchmarks/speed/bench_gpu.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The memory options of the one-copy KL step, each against the plain computation: the chunked KL (same value and
 gradient, a block of rows at a time), teacher logits kept in bf16 (exactly the fp32 logits rounded), and whole
 pruning runs with them. Activation checkpointing under masks has its own tests (tests/test_model.py,
-test_trainer.py::test_gradient_checkpointing_*); the memory they save is in BENCHMARKS.md (benchmarks/bench_memory.py).
+test_trainer.py::test_gradient_checkpointing_*); the memory they save is in BENCHMARKS.md
+(benchmarks/speed/bench_memory.py).
 """
 
 from __future__ import annotations
