@@ -181,9 +181,11 @@ class PruningConfig:
         if not (isinstance(self.mask_samples, int) and self.mask_samples >= 1):
             raise ValueError(f"PruningConfig: mask_samples must be an integer >= 1, got {self.mask_samples!r}.")
         if self.uniform_layers and not self.granularity_settings.supports_uniform_layers:
+            having = [name for name in METHOD_KINDS[1].names()
+                      if METHOD_KINDS[1].settings_class(name).supports_uniform_layers]
             raise ValueError(f"PruningConfig: uniform_layers keeps the same number of heads / MLP neurons in every "
-                             f"layer, and {self.granularity!r} masks have no per-layer unit count; drop "
-                             "uniform_layers or change the granularity.")
+                             f"layer, so it needs granularity={' or '.join(map(repr, having))}; {self.granularity!r} "
+                             "masks have no per-layer unit count. Drop uniform_layers or change the granularity.")
         if self.num_heads is not None and self.num_heads <= 0:
             raise ValueError(f"PruningConfig: num_heads must be positive, got {self.num_heads}.")
 

@@ -267,7 +267,8 @@ def main() -> None:
     task = {"nli": nli_task, "ioi": ioi_task}[options.task](options)
     results.data["task"] = task["name"]
     task["model"].to(options.device)
-    prunable = PrunableModel(task["model"], PruningConfig(ablation=options.ablation, init_mean=3.0)).eval()
+    config = PruningConfig(ablation=options.ablation, relaxation_settings={"init_mean": 3.0})
+    prunable = PrunableModel(task["model"], config).eval()
     if options.ablation == "mean":
         means_data = task["train"].select(range(min(options.means_examples, len(task["train"]))))
         prunable.compute_means(means_data.remove_columns([c for c in ("labels", "answer_id", "foil_id")

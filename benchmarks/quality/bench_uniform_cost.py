@@ -190,7 +190,7 @@ def main() -> None:
             continue
         started = time.perf_counter()
         model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir)
-        prunable = PrunableModel(model, PruningConfig(init_mean=3.0))
+        prunable = PrunableModel(model, PruningConfig(relaxation_settings={"init_mean": 3.0}))
         saved = workdir / f"prune-{seed}"
         if args.reuse_pruned and (saved / "masks.safetensors").is_file():
             prunable.load_mask_state_dict(load_file(saved / "masks.safetensors"))

@@ -327,8 +327,9 @@ def prepare_seed(seed: int, args: argparse.Namespace, net: nn.Module, base: Stag
     net.eval().requires_grad_(False)
     out: dict[str, Any] = {"seed": seed, "base": score(net), "base_seconds": base_seconds}
     print(f"seed {seed}: base model {fmt(out['base'])} ({base_seconds:.0f} s)", flush=True)
-    config = PruningConfig(granularity="weight", relaxation="gumbel_sigmoid", mask_bias=False,
-                           mask_samples=args.mask_samples, gumbel_init_prob=1 / (1 + math.exp(-args.mask_init)))
+    config = PruningConfig(granularity="weight", relaxation="gumbel_sigmoid", granularity_settings={"mask_bias": False},
+                           mask_samples=args.mask_samples,
+                           relaxation_settings={"gumbel_init_prob": 1 / (1 + math.exp(-args.mask_init))})
     pm = PrunableModel(net, config)
     out["masked_weights"] = pm.granularity.selection_summary()["masked_entries"]
     clip = GradientClip(args.clip_scope, args.grad_clip, frozen)

@@ -43,7 +43,7 @@ def steps(layers: int, hidden: int, batch: int, seq: int, device: str, compiled:
     mask = torch.ones_like(ids)
     plain = copy.deepcopy(model).requires_grad_(False)
     embeddings = plain.get_input_embeddings()
-    prunable = PrunableModel(model, PruningConfig(ablation="zero", init_mean=3.0))
+    prunable = PrunableModel(model, PruningConfig(ablation="zero", relaxation_settings={"init_mean": 3.0}))
     prunable.train_dropout = False
     prunable.generator = torch.Generator(device=device).manual_seed(0)
     prunable.train()

@@ -54,7 +54,7 @@ def batch_for(model: torch.nn.Module, batch: int, seq: int) -> dict[str, torch.T
 
 
 def wrap(model: torch.nn.Module) -> PrunableModel:
-    prunable = PrunableModel(model, PruningConfig(ablation="zero", init_mean=3.0))
+    prunable = PrunableModel(model, PruningConfig(ablation="zero", relaxation_settings={"init_mean": 3.0}))
     prunable.train_dropout = False
     prunable.generator = torch.Generator(device=prunable.mask_logits_device).manual_seed(0)
     return prunable.train()

@@ -107,7 +107,7 @@ def child(name: str, head: str, batch: int, seq: int, steps: int) -> dict:
     options = CONFIGURATIONS[name]
     model = build(head)
     teacher = copy.deepcopy(model).requires_grad_(False) if name.startswith("two_copies") else None
-    prunable = PrunableModel(model, PruningConfig(ablation="zero", init_mean=3.0))
+    prunable = PrunableModel(model, PruningConfig(ablation="zero", relaxation_settings={"init_mean": 3.0}))
     data = batches(model.config.vocab_size, batch, seq, steps)
     rows = {key: torch.cat([b[key] for b in data]).tolist() for key in ("input_ids", "attention_mask")}
     with tempfile.TemporaryDirectory() as folder:

@@ -67,7 +67,7 @@ def timed(fn, repeats: int) -> float:
 
 
 def wrapped(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> PrunableModel:
-    prunable = PrunableModel(model, PruningConfig(init_mean=3.0))
+    prunable = PrunableModel(model, PruningConfig(relaxation_settings={"init_mean": 3.0}))
     prunable.compute_means(inputs, show_progress=False)
     prunable.train_dropout = False
     return prunable.train()

@@ -226,7 +226,8 @@ def test_prune_many_files_results_and_controls(tmp_path):
         assert (runs / name).is_file()
     manifest = json.loads((runs / "manifest.json").read_text())
     assert manifest["sparsities"] == [0.3, 0.5] and manifest["seeds"] == [0, 1] and manifest["eval_sets"] == ["a", "b"]
-    assert manifest["pruning_overrides"] == OVERRIDES and manifest["pruning_config"]["init_mean"] == 3.0
+    assert manifest["pruning_overrides"] == OVERRIDES
+    assert manifest["pruning_config"]["relaxation_settings"]["init_mean"] == 3.0
 
     # Every number is recomputed independently from the saved artifacts.
     checker = _fresh_model()

@@ -54,7 +54,9 @@ def _specs():
                   # The settings flags are generated from the relaxations' and granularities' settings dataclasses and
                   # passed whole to PruningConfig, whose relaxation or granularity reads them.
                   _source("cli/prune.py", "cli/prune_data.py", "cli/checks.py", "training/*.py",
-                          "relaxations/*/relaxation.py", "granularity/*/granularity.py", "model.py"),
+                          "relaxations/*/relaxation.py", "granularity/*/granularity.py", "model.py",
+                          # a settings class may turn its field into what the model reads (logits_storage_dtype)
+                          "granularity/*/settings.py"),
                   ["--model", "{model}", "--dataset", "d.jsonl", "--output_dir", "out"], parse_prune_arguments),
         "finetune": ((FinetuneScriptArguments, TrainingArguments),
                      _source("cli/finetune.py", "cli/prune_data.py", "cli/checks.py", "finetuning.py"),
@@ -80,6 +82,8 @@ VALUES = {
     "task": ("causal_lm", "causal_lm"), "ablation": ("zero", "zero"), "granularity": ("weight", "weight"),
     "relaxation": ("gumbel_sigmoid", "gumbel_sigmoid"), "target_modules": ("query", "query"),
     "layers_to_transform": ("0", "0"), "logits_dtype": ("bfloat16", "bfloat16"), "recipe": ("paper", "paper"),
+    "limit_right": ("1.2", 1.2), "limit_left": ("-0.2", -0.2), "eps": ("0.001", 0.001),
+    "cs_beta_max": ("100", 100.0),
     "target_sparsity": ("0.3", 0.3), "start_sparsity": ("0.1", 0.1), "sparsity_schedule": ("log", "log"),
     "sparsity_penalty": ("sampled", "sampled"), "teacher": ("cached", "cached"),
     "final_binarization": ("threshold", "threshold"), "objective": ("task", "task"),
@@ -120,7 +124,10 @@ NOT_PARSED_HERE = {"deepspeed": "TrainingArguments loads the deepspeed package t
 # Flags that are only valid together with another one.
 COMPANIONS = {"bf16": ["--use_cpu", "true"], "dataloader_prefetch_factor": ["--dataloader_num_workers", "1"],
               "bf16_full_eval": ["--use_cpu", "true"], "load_best_model_at_end": ["--eval_strategy", "steps"],
-              # A relaxation's constants are refused for another relaxation (they would change nothing).
+              # A method's settings are refused for another method (they would change nothing); prune builds and
+              # checks its PruningConfig before it loads anything.
+              **dict.fromkeys(("target_modules", "layers_to_transform", "mask_bias", "logits_dtype"),
+                              ["--granularity", "weight"]),
               **dict.fromkeys(("cs_init", "cs_beta", "cs_beta_max"), ["--relaxation", "continuous_sparsification"]),
               **dict.fromkeys(("gumbel_init_prob", "gumbel_tau"), ["--relaxation", "gumbel_sigmoid"]),
               # Binary circuits need their edges: an importance file alone may go without.

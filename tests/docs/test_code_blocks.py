@@ -7,6 +7,8 @@ unmarked block that raises fails the test with its page and line.
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -60,13 +62,17 @@ def test_every_not_run_marker_gives_a_reason_and_stands_above_a_python_block():
 def test_python_blocks_of_the_page_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    namespace: dict = {"__name__": "__docs__"}
+    # The page runs as a script would: its own module (dataclasses defined on a page look their module up), and
+    # none of this file's `from __future__` settings.
+    module = types.ModuleType("__docs__")
+    monkeypatch.setitem(sys.modules, "__docs__", module)
+    namespace: dict = module.__dict__
     assert PAGES_WITH_CODE, "no documentation page has a python block to run"
     for block in code_blocks(page, root=ROOT):
         if block.not_run is not None:
             continue
         try:
-            exec(compile(block.source, block.label, "exec"), namespace)
+            exec(compile(block.source, block.label, "exec", dont_inherit=True), namespace)
         except Exception as error:
             raise AssertionError(f"the python block at {block.label} fails: {error!r}. Fix it, or mark it with "
                                  "<!-- not-run: reason --> just above if it needs real weights, a GPU, the Hub or "

@@ -80,7 +80,8 @@ def check_study(out: Path, settings: dict, device: str) -> None:
     levels = [round(100 * s) for s in settings["sparsities"]]
     assert runs == [f"sp{level}-seed{seed}" for level in levels for seed in (42, 43)]
     manifest = json.loads((out / "runs" / "manifest.json").read_text())
-    assert manifest["pruning_overrides"]["recipe"] == "paper" and manifest["pruning_config"]["init_mean"] == 10.0
+    assert manifest["pruning_overrides"]["recipe"] == "paper"
+    assert manifest["pruning_config"]["relaxation_settings"]["init_mean"] == 10.0
     assert manifest["pruning_overrides"]["per_device_train_batch_size"] == settings["prune_batch_size"]
 
     # 3. Analysis and 4. the slim report.

@@ -109,7 +109,7 @@ def test_forced_units_the_uniform_layout_would_drop_are_refused():
 
 
 def test_uniform_layers_needs_unit_or_neuron_masks():
-    with pytest.raises(ValueError, match="uniform_layers .* needs granularity='unit' or 'neuron'"):
+    with pytest.raises(ValueError, match="uniform_layers .* needs granularity='neuron' or 'unit'; 'weight' masks"):
         PruningConfig(granularity="weight", uniform_layers=True)
 
 

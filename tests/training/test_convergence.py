@@ -55,7 +55,7 @@ def test_default_short_run_finds_the_planted_units_and_says_it_converged(tmp_pat
     assert saved["extra"]["convergence"]["converged"] is True
     assert saved["extra"]["recipe"] == {"name": "short", "requested": "auto",
                                         "filled_in": trainer.recipe_settings}
-    assert saved["init_mean"] == 3.0
+    assert saved["relaxation_settings"]["init_mean"] == 3.0
     card = (tmp_path / "auto" / "README.md").read_text()
     assert "| convergence check | converged (KL" in card
     assert read_artifact(tmp_path / "auto").config.extra["convergence"]["kl"] == pytest.approx(report.kl)

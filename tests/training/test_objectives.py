@@ -63,7 +63,8 @@ def _planted_precision(relaxation: str, seed: int) -> float:
     x = torch.randn(512, 10, generator=generator)
     with torch.no_grad():
         y = net(x).argmax(-1)
-    config = PruningConfig(granularity="weight", relaxation=relaxation, target_modules=["0"], init_mean=3.0)
+    config = PruningConfig(granularity="weight", relaxation=relaxation, target_modules=["0"],
+                           relaxation_settings={"init_mean": 3.0} if relaxation == "hard_concrete" else {})
     wrapped = PrunableModel(net, config)
     wrapped.generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam([p for _, p in wrapped.mask_logits.items()], lr=0.05)
@@ -109,7 +110,7 @@ def test_trainer_learns_continuous_sparsification_masks_with_the_beta_schedule(t
     trainer.train()
     assert pm.relaxation.beta == pytest.approx(200.0) and pm.pruning_config.cs_beta == pytest.approx(200.0)
     saved = json.loads((tmp_path / "pruning_config.json").read_text())
-    assert saved["cs_beta"] == pytest.approx(200.0) and saved["granularity"] == "weight"
+    assert saved["relaxation_settings"]["cs_beta"] == pytest.approx(200.0) and saved["granularity"] == "weight"
     masks = pm.get_masks(binary=True)
     for kind, logit in pm.mask_logits.items():
         assert torch.equal(masks[kind], (logit.detach() > 0).float())   # Lepori's 1[s > 0]

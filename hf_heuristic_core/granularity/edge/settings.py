@@ -17,5 +17,6 @@ EDGE_KIND = "edges"
 class EdgeSettings(GranularitySettings):
     """One mask per edge of the residual-stream graph (Edge Pruning); it has no settings of its own."""
 
+    supports_uniform_layers: ClassVar[bool] = False   # one mask vector over the graph: no per-layer unit count
     slim_refusal: ClassVar[str | None] = ("edges between heads and MLP blocks: a head cut from one reader still "
                                           "writes to the others")
