@@ -26,15 +26,16 @@ from .checks import (
 )
 from .errors import run_reporting_errors
 from .help import render_help, wants_help
-from .prune import (
-    TASK_CLASSES,
-    PruneScriptArguments,
-    format_summary,
-    prune_command,
-    resolve_task,
-    resume_checkpoint,
-    run_prune,
-)
+from .flags.prune import TASK_CLASSES, PruneScriptArguments
+
+# The prune run's names, imported from `cli/prune.py` (torch) when first used: `--help` never loads them.
+_PRUNE_RUN_NAMES = ("format_summary", "prune_command", "resolve_task", "resume_checkpoint", "run_prune")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PRUNE_RUN_NAMES:
+        return getattr(importlib.import_module(".prune", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 logger = logging.getLogger("hf_heuristic_core")
 
@@ -72,7 +73,8 @@ class Subcommand:
     description: str | None = None     # "module:NAME" of the help's description (default: the summary)
     epilog: str = ""                   # added below the common epilog
     help: str | None = None            # "module:function" building the help text of the other commands
-    answers_help_itself: bool = False  # the run answers --help itself (its own parser, e.g. prune's --help-all)
+    help_all: str | None = None        # "module:function" for `--help-all` (every flag), where there is one
+    answers_help_itself: bool = False  # the run answers --help itself (its own parser or sub-actions)
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
@@ -85,7 +87,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         run="cli.finetune:finetune_command", help="cli.flags.finetune:finetune_help"),
     "prune": Subcommand(
         "Learn a mask at a target sparsity for one model and dataset; writes the mask artifact.",
-        run="cli.prune:prune_command", answers_help_itself=True),
+        run="cli.prune:prune_command", help="cli.flags.prune:prune_help",
+        help_all="cli.flags.prune:prune_help_all"),
     "effective-size": Subcommand(
         "Effective size of every checkpoint-* folder of a fine-tuning run (resumable).",
         run="cli.effective_size:effective_size_command", usage="hf-heuristic-core effective-size OUTPUT_DIR",
@@ -133,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hf-heuristic-core: error: unknown command '{name}'; choose one of {sorted(SUBCOMMANDS)}.",
               file=sys.stderr)
         return 2
+    if not command.answers_help_itself and command.help_all and wants_help(rest, ("--help-all",)):
+        print(_load(command.help_all)())
+        return 0
     if not command.answers_help_itself and wants_help(rest):
         print(command_help(name))
         return 0
@@ -141,11 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def command_help(name: str) -> str:
-    """A subcommand's help from its flag dataclass or its help function, without importing torch (prune answers
-    `--help` itself: `prune_help`)."""
+    """A subcommand's help from its flag dataclass or its help function, without importing torch."""
     command = SUBCOMMANDS.get(name)
     if command is None or (command.help is None and command.arguments is None):
-        raise ValueError(f"No help for {name!r}: one of {sorted(set(SUBCOMMANDS) - {'prune'})}.")
+        raise ValueError(f"No help for {name!r}: one of {sorted(SUBCOMMANDS)}.")
     if command.help is not None:
         return _load(command.help)()
     description = _load(command.description) if command.description else command.summary
