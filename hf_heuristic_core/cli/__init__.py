@@ -15,26 +15,23 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from .checks import (
-    check_model_source,
-    looks_local,
-    resolve_text_columns,
-)
+from .checks import resolve_text_columns
 from .errors import run_reporting_errors
-from .help import render_help, wants_help
 from .flags.prune import TASK_CLASSES, PruneScriptArguments
+from .help import render_help, wants_help
 
-# The prune run's names, imported from `cli/prune.py` (torch) when first used: `--help` never loads them.
-_PRUNE_RUN_NAMES = ("format_summary", "prune_command", "resolve_task", "resume_checkpoint", "run_prune")
+# The run modules' names this package has always exported, imported (with torch) when first used: `--help` never
+# loads them.
+_RUN_NAMES = {**dict.fromkeys(("format_summary", "prune_command", "resolve_task", "resume_checkpoint", "run_prune"),
+                              ".prune"),
+              **dict.fromkeys(("check_study_paths", "parse_study_arguments", "study_command"), ".study")}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _PRUNE_RUN_NAMES:
-        return getattr(importlib.import_module(".prune", __name__), name)
+    if name in _RUN_NAMES:
+        return getattr(importlib.import_module(_RUN_NAMES[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 logger = logging.getLogger("hf_heuristic_core")
@@ -80,7 +77,7 @@ class Subcommand:
 SUBCOMMANDS: dict[str, Subcommand] = {
     "study": Subcommand(
         "The heuristic-core study end to end (fine-tune, track effective size, prune x seeds, analyze).",
-        run="cli:study_command", usage="hf-heuristic-core study", arguments="study.run:StudyArguments",
+        run="cli.study:study_command", usage="hf-heuristic-core study", arguments="study.run:StudyArguments",
         epilog="--config FILE (YAML/JSON of these fields) sets the defaults; flags win."),
     "finetune": Subcommand(
         "Fine-tune a base model on a dataset into the checkpoints prune and effective-size read.",
@@ -157,54 +154,6 @@ def command_help(name: str) -> str:
     epilog = EPILOG + (f"\n{command.epilog}" if command.epilog else "")
     return render_help(command.usage, description, [(name.replace("-", " "), _load(command.arguments), None)],
                        epilog=epilog)
-
-
-def parse_study_arguments(argv: Sequence[str]):
-    """`--config FILE` sets the defaults; flags given on the command line win over the file."""
-    import argparse
-
-    from transformers import HfArgumentParser
-
-    from ..study.run import StudyArguments  # lazy: `--help` does not load it
-    parser = HfArgumentParser(StudyArguments, prog="hf-heuristic-core study",
-                              description=SUBCOMMANDS["study"].summary,
-                              usage="hf-heuristic-core study [--config FILE] [flags] (see --help)")
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config")
-    known, rest = pre.parse_known_args(list(argv))
-    if known.config:
-        parser.set_defaults(**StudyArguments.read_config(known.config))
-    (args,) = parser.parse_args_into_dataclasses(args=rest)
-    args.config = known.config
-    return args
-
-
-def check_study_paths(args) -> None:
-    """A local model folder or data path that does not exist is named now, not by a Hub repo-id error later."""
-    if args.model != "minilm":
-        check_model_source(args.model, reads_gguf=False)
-    for flag in ("train", "id_eval", "ood_eval"):
-        value = getattr(args, flag)
-        if value and looks_local(value) and not Path(value).expanduser().exists():
-            raise UsageError(f"--{flag} {value}: no such file or folder; check the path, or pass a Hub dataset id.")
-
-
-def study_command(argv: Sequence[str]) -> int:
-    from ..study.run import run_study  # lazy: `--help` does not load it
-    args = parse_study_arguments(argv)
-    check_study_paths(args)
-    summary = run_study(args)
-    print(f"\nStudy written to {summary['output_dir']}:")
-    print(f"  report        {Path(summary['output_dir']) / 'report.md'} (and report.json)")
-    print(f"  analysis      {summary['analysis_report']} (figures next to it)")
-    print(f"  mask artifacts {summary['runs_dir']}/*/")
-    if summary.get("effective_size_file"):
-        print(f"  effective size {summary['effective_size_file']} (+ figure)")
-    print("  timings (s)   " + ", ".join(f"{k} {v:.0f}" for k, v in summary["timings_s"].items()))
-    if "disk_mb" in summary:
-        print(f"  disk          {summary['disk_mb']:.0f} MB under {summary['output_dir']} (fine-tuning checkpoints "
-              "keep weights only, the newest also its optimizer state)")
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

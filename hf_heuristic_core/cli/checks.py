@@ -3,9 +3,11 @@ problem and the fix before transformers or datasets answer with something about 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+from ..config import CONFIG_NAME
 from ..errors import UsageError
 # Moved to the library (circuits/ loads tables too); these names keep working here.
 from ..table_checks import check_rows, load_dataset_checked  # noqa: F401
@@ -58,10 +60,7 @@ def _gguf_hint(flag: str, folder: Path, name: str, reads_gguf: bool) -> str:
 def _not_a_model_hint(path: Path, flag: str) -> str:
     """What to pass instead of a folder that holds no model: a `finetune` run's final model, a mask artifact's base
     model, or else any folder that save_pretrained wrote."""
-    import json
-
-    from ..config import CONFIG_NAME  # lazy: `--help` does not load it
-    from ..run_folder import read_record  # lazy: `--help` does not load it
+    from ..run_folder import read_record  # every --help loads this module (cli/__init__): keep filelock out of it
     final = path / "final"
     if (read_record(path) or {}).get("kind") == "finetune" and (final / "config.json").is_file():
         return (f"it is a finetune run's folder: pass its final model, {flag} {final} (or one of its checkpoint-* "
@@ -77,7 +76,7 @@ def _not_a_model_hint(path: Path, flag: str) -> str:
 
 def resolve_text_columns(columns: list[str], requested: str | None) -> list[str]:
     """`data.tokenize.text_columns`, its error turned into a `UsageError` naming the flag."""
-    from ..data.tokenize import text_columns  # lazy: `--help` does not load it
+    from ..data.tokenize import text_columns  # every --help loads this module: keep datasets (seconds) out of it
     try:
         return text_columns(columns, requested)
     except ValueError as err:
@@ -97,5 +96,5 @@ def has_splits(source: str) -> bool:
         return True
     if (folder / "state.json").exists() and (folder / "dataset_info.json").exists():
         return False
-    from ..data.tables import files_name_splits  # lazy: `--help` does not load it
+    from ..data.tables import files_name_splits  # every --help loads this module: keep datasets out of it
     return files_name_splits(folder)

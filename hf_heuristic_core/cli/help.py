@@ -7,8 +7,11 @@ names, defaults and help strings, which the dataclasses carry without importing 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import importlib.util
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 HELP_FLAGS = ("-h", "--help")
@@ -81,7 +84,6 @@ class SourceField:
 
 
 def _literal(node: Any) -> Any:
-    import ast
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):
@@ -92,9 +94,6 @@ def source_fields(package: str, relative_file: str, class_name: str) -> list[Sou
     """The init fields of dataclass `class_name` in `package/relative_file`, parsed with `ast` instead of imported:
     `transformers.training_args` imports torch (seconds), its source parses in milliseconds. Defaults and help
     strings that are not literals are shown as source text."""
-    import ast
-    import importlib.util
-    from pathlib import Path
     spec = importlib.util.find_spec(package)   # a top-level package: found without importing it
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"{package} is not installed")
