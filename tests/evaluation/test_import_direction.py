@@ -20,13 +20,14 @@ def test_evaluating_a_subnetwork_does_not_import_the_trainer():
     assert python_output(code) == ["[]"]
 
 
-def _imports_of_the_cli_package(source: str) -> list[int]:
-    """Lines of `from .. import x` / `from ..cli import x` / `from hf_heuristic_core.cli import x` in a cli module."""
+def _imports_of_the_cli_package(source: str, depth: int = 1) -> list[int]:
+    """Lines of `from . import x` / `from ..cli import x` / `from hf_heuristic_core.cli import x` in a cli module
+    (`depth` 1: `cli/<module>.py`; 2: `cli/flags/<module>.py`, whose `from .. import x` is the cli package)."""
     lines = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
-            up_to_package = node.level == 1 and node.module is None
-            through_parent = node.level == 2 and node.module == "cli"
+            up_to_package = node.level == depth and node.module is None
+            through_parent = node.level == depth + 1 and node.module == "cli"
             absolute = node.level == 0 and node.module == "hf_heuristic_core.cli"
             if up_to_package or through_parent or absolute:
                 lines.append(node.lineno)
@@ -36,5 +37,9 @@ def _imports_of_the_cli_package(source: str) -> list[int]:
 def test_no_cli_module_imports_through_the_cli_package():
     found = {path.name: _imports_of_the_cli_package(path.read_text())
              for path in (PACKAGE / "cli").glob("*.py") if path.name not in ("__init__.py", "__main__.py")}
+    found.update({f"flags/{path.name}": _imports_of_the_cli_package(path.read_text(), depth=2)
+                  for path in (PACKAGE / "cli" / "flags").glob("*.py") if path.name != "__init__.py"})
+    assert len(found) > 10 and any(name.startswith("flags/") for name in found)
     assert {name: lines for name, lines in found.items() if lines} == {}
+    assert _imports_of_the_cli_package("from .. import SUBCOMMANDS\nfrom ..help import x\n", depth=2) == [1]
     assert _imports_of_the_cli_package("def f():\n    from ..cli import resolve_text_columns\n") == [2]
