@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fresh_process import python_output
+from name_switches import name_switches
 
 from hf_heuristic_core import PruningConfig
 from hf_heuristic_core.granularity import (
@@ -151,25 +152,11 @@ def test_a_registered_granularity_brings_its_settings_class():
         GRANULARITY_SETTINGS._entries.pop("toy_settings", None)
 
 
-def _granularity_name_switches(tree, names: set[str]) -> list[int]:
-    """Lines comparing something to a granularity's name (==, !=, in, not in) or keying a dict by one."""
-    import ast
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare):
-            for part in [node.left, *node.comparators]:
-                literals = part.elts if isinstance(part, (ast.Tuple, ast.List, ast.Set)) else [part]
-                if any(isinstance(x, ast.Constant) and x.value in names for x in literals):
-                    lines.append(node.lineno)
-        keys = {k.value for k in node.keys if isinstance(k, ast.Constant)} if isinstance(node, ast.Dict) else set()
-        if keys & names and keys != {"weight", "bias"}:   # {"weight": ..., "bias": ...}: a parameter's attributes
-            lines.append(node.lineno)
-    return lines
-
-
 # MIB's two circuit levels are, by definition, the unit granularity (nodes) and the edge granularity (edges): the
 # circuit code chooses between exactly those two, so it names them. Everything else asks the granularity.
 CIRCUIT_LEVEL_FILES = {"cli/circuit.py", "circuits/sources.py"}
+# {"weight": ..., "bias": ...} is a parameter's attributes, not the weight granularity.
+PARAMETER_ATTRIBUTES = (frozenset({"weight", "bias"}),)
 
 
 def test_no_name_switch_on_a_granularity_outside_its_folder():
@@ -183,14 +170,14 @@ def test_no_name_switch_on_a_granularity_outside_its_folder():
         relative = path.relative_to(package)
         if relative.parts[0] == "granularity" or relative.as_posix() in CIRCUIT_LEVEL_FILES:
             continue
-        lines = _granularity_name_switches(ast.parse(path.read_text()), names)
+        lines = name_switches(ast.parse(path.read_text()), names, PARAMETER_ATTRIBUTES)
         if lines:
             found[relative.as_posix()] = lines
     assert found == {}
     # The detector finds the switches config.py and cli/export_checks.py used to have.
-    assert _granularity_name_switches(ast.parse('x = "zero" if granularity == "weight" else "mean"'), names) == [1]
-    assert _granularity_name_switches(ast.parse('OK = granularity not in ("unit", "neuron")'), names) == [1]
-    assert _granularity_name_switches(ast.parse('E = {"edge": "edges between heads"}'), names) == [1]
-    assert _granularity_name_switches(ast.parse('S = {"weight": [2, 2], "bias": None}'), names) == []
+    assert name_switches(ast.parse('x = "zero" if granularity == "weight" else "mean"'), names) == [1]
+    assert name_switches(ast.parse('OK = granularity not in ("unit", "neuron")'), names) == [1]
+    assert name_switches(ast.parse('E = {"edge": "edges between heads"}'), names) == [1]
+    assert name_switches(ast.parse('S = {"weight": [2, 2], "bias": None}'), names, PARAMETER_ATTRIBUTES) == []
     for relative in CIRCUIT_LEVEL_FILES:   # the exemption is still needed (else drop it)
-        assert _granularity_name_switches(ast.parse((package / relative).read_text()), names)
+        assert name_switches(ast.parse((package / relative).read_text()), names, PARAMETER_ATTRIBUTES)

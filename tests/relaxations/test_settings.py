@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from fresh_process import python_output
+from name_switches import name_switches
 
 import hf_heuristic_core
 from hf_heuristic_core import PruningConfig
@@ -146,32 +147,18 @@ def test_a_registered_relaxation_brings_its_defaults_without_edits_elsewhere():
         RELAXATION_SETTINGS._entries.pop("toy_settings", None)
 
 
-def _relaxation_name_switches(tree: ast.AST, names: set[str]) -> list[int]:
-    """Lines comparing something to a relaxation's name (==, !=, in, not in) or keying a dict by one."""
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare):
-            for part in [node.left, *node.comparators]:
-                literals = part.elts if isinstance(part, (ast.Tuple, ast.List, ast.Set)) else [part]
-                if any(isinstance(x, ast.Constant) and x.value in names for x in literals):
-                    lines.append(node.lineno)
-        if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value in names for k in node.keys):
-            lines.append(node.lineno)
-    return lines
-
-
 def test_no_name_switch_on_a_relaxation_outside_relaxations():
     names = set(RELAXATIONS.names())
     found = {}
     for path in PACKAGE.rglob("*.py"):
         if "relaxations" in path.relative_to(PACKAGE).parts or path.name == "_compat.py":
             continue
-        lines = _relaxation_name_switches(ast.parse(path.read_text()), names)
+        lines = name_switches(ast.parse(path.read_text()), names)
         if lines:
             found[str(path.relative_to(PACKAGE))] = lines
     assert found == {}
     # The detector itself finds the switches the code used to have.
-    assert _relaxation_name_switches(ast.parse('if relaxation.name == "gumbel_sigmoid": pass'), names) == [1]
-    assert _relaxation_name_switches(ast.parse('x = r in ("continuous_sparsification", "gumbel_sigmoid")'),
+    assert name_switches(ast.parse('if relaxation.name == "gumbel_sigmoid": pass'), names) == [1]
+    assert name_switches(ast.parse('x = r in ("continuous_sparsification", "gumbel_sigmoid")'),
                                      names) == [1]
-    assert _relaxation_name_switches(ast.parse('W = {"gumbel_sigmoid": 1e-4}'), names) == [1]
+    assert name_switches(ast.parse('W = {"gumbel_sigmoid": 1e-4}'), names) == [1]
