@@ -28,6 +28,13 @@ fork's `transformers/src/transformers/l0_layers.py`), each step checked against 
   per-layer size. Next to every accuracy: the mean margin (logit of the odd sentence minus the best other logit) as a
   fraction of the full model's margin on the same set, so a faint leftover signal is visible even where it still
   picks the odd one.
+- Random-initialised-model control (his `configs/*/BERT_Small/Mask_Training/Random_Configs/*`: the chosen mask
+  setting of each base model and subroutine, `pretrained_weights: false`, the same mask seeds; on, unless
+  `--no-random_init_control`): for every base seed, the same architecture at the fresh init that seed gives
+  (`build_model(seed)`, the base model's own starting point, never trained), masks trained per subroutine with the
+  chosen setting and the same mask seeds, the same test. His released control masks keep D_sub > 0 too (+0.651 ±
+  0.214, D_abl +0.471 ± 0.306 over his 72), so D_sub > 0 alone is no evidence; his reading is the ablation sign
+  against the control: evidence where the trained model's D_abl lies below the control's (`ablation_reading`).
 
 His from-scratch BERT-Small numbers, recomputed from the `results.csv` files of his repository
 (`benchmarks/reproductions/repro_lepori_paper_numbers.py`): 72 masks (4 task variants x 3 base models x 2 subroutines x 3 mask
@@ -61,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -78,6 +86,9 @@ from hf_heuristic_core.relaxations.continuous_sparsification import LEPORI_LAMBD
 from hf_heuristic_core.training.objectives import sparsity_penalty
 
 SUBTASKS = {"sr1": ("odd_sr1", "odd_sr2"), "sr2": ("odd_sr2", "odd_sr1")}     # own task -> (target, other)
+# His random-initialised-model control, 72 masks (his `Language/Results/*/BERT_Small/Random_Training/*/results.csv`,
+# read like `repro_lepori_paper_numbers.py` reads `Mask_Training`).
+PAPER_CONTROL = {"d_sub_mean": 0.651, "d_sub_std": 0.214, "d_abl_mean": 0.471, "d_abl_std": 0.306, "masks": 72}
 PAPER = {"d_sub_mean": 0.458, "d_sub_std": 0.282, "d_abl_mean": -0.259, "d_abl_std": 0.247, "near_zero_d_sub": 14,
          "both_signs": 51, "masks": 72, "kept_median": 0.029, "kept_min": 0.002, "kept_max": 0.400}
 
@@ -201,6 +212,32 @@ def choose(search: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
+# ------------------------------------------------------------------------------------------------ his reading
+def reading_tolerance(test_examples: int) -> float:
+    """Two standard errors of a difference of two D_abl values, at its worst case: each D_abl is a difference of
+    two accuracies on `test_examples` problems (variance <= 1/4n each), so the difference of two has variance <=
+    1/n. A gap smaller than this is read as no difference."""
+    if test_examples < 1:
+        raise ValueError(f"test_examples must be >= 1 (got {test_examples}); pass the size of each test set.")
+    return 2.0 / math.sqrt(test_examples)
+
+
+def ablation_reading(trained: list[float], control: list[float], tolerance: float) -> dict[str, Any]:
+    """His criterion for one base model and subroutine: the trained model's D_abl (mean over mask seeds) against
+    the random-initialised control's. Below it by more than `tolerance`: evidence of a subroutine; within it: none
+    (D_sub > 0 alone does not count, the control has it too); above it: the opposite sign."""
+    if not trained or not control:
+        raise ValueError(f"ablation_reading needs D_abl values of both models (got {len(trained)} trained, "
+                         f"{len(control)} control); run with the random-initialised control on.")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0 (got {tolerance}); use reading_tolerance(test_examples).")
+    trained_mean, control_mean = statistics.fmean(trained), statistics.fmean(control)
+    gap = trained_mean - control_mean
+    verdict = "evidence" if gap < -tolerance else ("none" if gap <= tolerance else "opposite")
+    return {"trained_d_abl": trained_mean, "control_d_abl": control_mean, "gap": gap, "tolerance": tolerance,
+            "verdict": verdict}
+
+
 # ------------------------------------------------------------------------------------------------ one base model
 def make_data(seed: int, args: argparse.Namespace, vocab: AgreementVocabulary) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(10_000 + seed)
@@ -260,6 +297,8 @@ def run_seed(seed: int, args: argparse.Namespace, vocab: AgreementVocabulary, fo
     out["masked_weights"] = pm.granularity.selection_summary()["masked_entries"]
     for subtask in args.subtasks:
         out[subtask] = run_subtask(pm, subtask, seed, data, full, args, folder)
+    if getattr(args, "random_init_control", True):
+        run_control(seed, out, data, full, args, vocab, folder)
     if args.masks_dir and seed == args.first_seed and set(args.subtasks) == set(SUBTASKS):
         write_masks_folder(pm, out, folder, Path(args.masks_dir), args.device)
     out["seconds"] = time.time() - start
@@ -289,6 +328,52 @@ def write_masks_folder(pm: PrunableModel, out: dict[str, Any], folder: Path, tar
 
 def mask_file(folder: Path, seed: int, subtask: str, init: float, lr: float, lam: float) -> Path:
     return folder / f"masks{seed}_{subtask}_init{init:g}_lr{lr:g}_lambda{lam:g}.pt"
+
+
+def control_mask_file(folder: Path, seed: int, subtask: str, mask_seed: int, init: float, lr: float,
+                      lam: float) -> Path:
+    return folder / f"control{seed}_{subtask}_mask{mask_seed}_init{init:g}_lr{lr:g}_lambda{lam:g}.pt"
+
+
+def control_model(seed: int, args: argparse.Namespace, vocab: AgreementVocabulary) -> BertModel:
+    """His control model: the base model's architecture at the fresh init of the same seed, never trained."""
+    return build_model(seed, args, vocab).to(args.device).eval().requires_grad_(False)
+
+
+def run_control(seed: int, out: dict[str, Any], data: dict[str, Any], full: dict[str, tuple[float, float]],
+                args: argparse.Namespace, vocab: AgreementVocabulary, folder: Path) -> None:
+    """Masks on the untrained model with each subroutine's chosen setting and mask seeds, tested like the trained
+    masks; results under `out[subtask]["control"]`, his reading under `out[subtask]["reading"]`. Margin shares are
+    of the trained model's full margin (the untrained model's own margin is about 0, no scale to divide by)."""
+    model = control_model(seed, args, vocab)
+    out["random_init_control"] = {task: dict(zip(("accuracy", "margin"), scores(model, data["test"][task])))
+                                  for task in data["test"]}
+    pm = PrunableModel(model, PruningConfig(granularity="weight", relaxation="continuous_sparsification"))
+    tolerance = reading_tolerance(args.test_examples)
+    for subtask in args.subtasks:
+        chosen = out[subtask]["chosen"]
+        runs = []
+        for mask_seed in args.mask_seeds:
+            file = control_mask_file(folder, seed, subtask, mask_seed, chosen["init"], chosen["lr"],
+                                     chosen["lambda"])
+            if file.exists():
+                masks = torch.load(file, weights_only=False, map_location=args.device)
+            else:
+                masks = train_mask(pm, subtask, chosen["init"], chosen["lr"], chosen["lambda"], data, args,
+                                   seed + 100 * mask_seed)
+                torch.save(masks, file)
+            result = evaluate(pm, masks, subtask, data["test"], full, args, seed)
+            result["mask_seed"] = mask_seed
+            runs.append(result)
+            print(f"  seed {seed} {subtask} random-init control, mask seed {mask_seed}: kept {result['kept']:.3f}, "
+                  f"own {result['sub_own_task']:.3f}, D_sub {result['d_sub']:+.3f}, D_abl {result['d_abl']:+.3f}",
+                  flush=True)
+        out[subtask]["control"] = runs
+        out[subtask]["reading"] = ablation_reading([m["d_abl"] for m in out[subtask]["masks"]],
+                                                   [m["d_abl"] for m in runs], tolerance)
+        print(f"  seed {seed} {subtask} reading: trained D_abl {out[subtask]['reading']['trained_d_abl']:+.3f} vs "
+              f"control {out[subtask]['reading']['control_d_abl']:+.3f}: {out[subtask]['reading']['verdict']}",
+              flush=True)
 
 
 def run_subtask(pm: PrunableModel, subtask: str, seed: int, data: dict[str, Any], full: dict[str, Any],
@@ -348,13 +433,35 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "paper_pattern": sum(m["paper_pattern"] for m in masks),
             "evidence_vs_random_ablation": sum(m["evidence"] for m in masks),
             "mask_ok": sum(m["mask_ok"] for m in masks),
-            "chosen_without_passing_90": sum(m["chosen_without_passing_90"] for m in masks), "paper": PAPER}
+            "chosen_without_passing_90": sum(m["chosen_without_passing_90"] for m in masks), "paper": PAPER,
+            "random_init_control": summarize_control(runs)}
+
+
+def summarize_control(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The control beside the trained masks, per subroutine: D_sub / D_abl of both and his reading per base seed."""
+    out: dict[str, Any] = {"paper": PAPER_CONTROL}
+    for subtask in SUBTASKS:
+        rows = [(run["seed"], run[subtask]) for run in runs if run.get("base_ok") and "control" in run.get(subtask, {})]
+        if not rows:
+            continue
+        trained = [m for _, r in rows for m in r["masks"]]
+        control = [m for _, r in rows for m in r["control"]]
+        out[subtask] = {
+            "trained_d_sub": statistics.fmean(m["d_sub"] for m in trained),
+            "trained_d_abl": statistics.fmean(m["d_abl"] for m in trained),
+            "control_d_sub": statistics.fmean(m["d_sub"] for m in control),
+            "control_d_abl": statistics.fmean(m["d_abl"] for m in control),
+            "control_kept": statistics.fmean(m["kept"] for m in control),
+            "readings": {str(seed): r["reading"]["verdict"] for seed, r in rows},
+            "evidence": sum(r["reading"]["verdict"] == "evidence" for _, r in rows), "base_models": len(rows)}
+    return out
 
 
 # Settings that decide what a run directory's base models, searches and masks are; resuming with others would
 # silently mix runs (a base model of another width or epoch count, masks of another schedule).
 RUN_DIR_SETTINGS = ("hidden", "layers", "heads", "words_per_class", "train_examples", "validation_examples",
-                    "test_examples", "base_lr", "base_epochs", "mask_epochs", "mask_epoch_examples")
+                    "test_examples", "base_lr", "base_epochs", "mask_epochs", "mask_epoch_examples",
+                    "random_init_control")
 
 
 def check_run_dir(folder: Path, args: argparse.Namespace) -> None:
@@ -412,6 +519,9 @@ def main() -> None:
     parser.add_argument("--mask_lrs", default="0.01", help="mask learning rates (his: 0.01,0.0001)")
     parser.add_argument("--subtasks", default="sr1,sr2", help="subroutines whose masks are trained")
     parser.add_argument("--random_controls", type=int, default=3)
+    parser.add_argument("--random_init_control", action=argparse.BooleanOptionalAction, default=True,
+                        help="his control: masks trained the same way on the untrained model of each base seed, "
+                        "read against the trained model's (default on)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (data, model and masks live there; the "
                         "problems and batch orders are drawn on the CPU, so they are the same on every device)")
