@@ -27,7 +27,8 @@ def _tiny_args(masks_dir: Path) -> argparse.Namespace:
         hidden=8, layers=1, heads=2, words_per_class=4, train_examples=64, validation_examples=16,
         test_examples=16, base_lr=1e-3, base_epochs=1, mask_epochs=1, mask_epoch_examples=64, inits=[0.05],
         mask_lrs=[0.01], mask_lambdas=[1e-5], mask_seeds=[0], subtasks=["sr1", "sr2"], random_controls=1,
-        device="cpu", masks_dir=str(masks_dir), first_seed=0)
+        device="cpu", masks_dir=str(masks_dir), first_seed=0,
+        random_init_control=False)   # the control has its own tests (test_repro_lepori_control.py)
 
 
 def test_masks_dir_is_written_and_analyze_reads_it(lepori: ModuleType, tmp_path: Path,
