@@ -74,18 +74,18 @@ class MethodKind:
         return f"{self.name}_settings"
 
 
+RELAXATION_KIND = MethodKind("relaxation", "hard_concrete", RELAXATIONS.names, relaxation_settings_class,
+                             RelaxationSettings)
+GRANULARITY_KIND = MethodKind("granularity", "unit", GRANULARITIES.names, granularity_settings_class,
+                              GranularitySettings)
 # Relaxation first: a setting both kinds could hold is the relaxation's (none of the built-ins share a name).
-METHOD_KINDS = (
-    MethodKind("relaxation", "hard_concrete", RELAXATIONS.names, relaxation_settings_class, RelaxationSettings),
-    MethodKind("granularity", "unit", GRANULARITIES.names, granularity_settings_class, GranularitySettings),
-)
+METHOD_KINDS = (RELAXATION_KIND, GRANULARITY_KIND)
 
 
 def registered_settings_classes() -> list[type[MethodSettings]]:
     """Every registered granularity's and relaxation's settings class, granularities first (the prune command's
     generated flags, in that order)."""
-    granularity, relaxation = METHOD_KINDS[1], METHOD_KINDS[0]
-    return [kind.settings_class(name) for kind in (granularity, relaxation) for name in kind.names()]
+    return [kind.settings_class(name) for kind in (GRANULARITY_KIND, RELAXATION_KIND) for name in kind.names()]
 
 
 @dataclass
@@ -105,8 +105,8 @@ class PruningConfig:
     """
 
     # A name, or the method's settings object (the config keeps the name here and the object in *_settings).
-    granularity: str | GranularitySettings = "unit"
-    relaxation: str | RelaxationSettings = "hard_concrete"
+    granularity: str | GranularitySettings = GRANULARITY_KIND.default
+    relaxation: str | RelaxationSettings = RELAXATION_KIND.default
     granularity_settings: GranularitySettings | dict[str, Any] | None = None
     relaxation_settings: RelaxationSettings | dict[str, Any] | None = None
     # None: the granularity's default ("mean", the paper's; "zero" for granularity="weight": weight masking is zero
@@ -181,8 +181,8 @@ class PruningConfig:
         if not (isinstance(self.mask_samples, int) and self.mask_samples >= 1):
             raise ValueError(f"PruningConfig: mask_samples must be an integer >= 1, got {self.mask_samples!r}.")
         if self.uniform_layers and not self.granularity_settings.supports_uniform_layers:
-            having = [name for name in METHOD_KINDS[1].names()
-                      if METHOD_KINDS[1].settings_class(name).supports_uniform_layers]
+            having = [name for name in GRANULARITY_KIND.names()
+                      if GRANULARITY_KIND.settings_class(name).supports_uniform_layers]
             raise ValueError(f"PruningConfig: uniform_layers keeps the same number of heads / MLP neurons in every "
                              f"layer, so it needs granularity={' or '.join(map(repr, having))}; {self.granularity!r} "
                              "masks have no per-layer unit count. Drop uniform_layers or change the granularity.")
@@ -335,8 +335,8 @@ def route_method_settings(values: dict[str, Any], relaxation: Any, granularity: 
     and otherwise refused (`strict`: it would change nothing, silently), or dropped with a log line (`strict=False`,
     files of earlier releases, which carried every method's fields and never read the others'). A key no registered
     method has is a TypeError, as an unknown keyword is."""
-    chosen = {"relaxation": _method_name(METHOD_KINDS[0], relaxation),
-              "granularity": _method_name(METHOD_KINDS[1], granularity)}
+    chosen = {RELAXATION_KIND.name: _method_name(RELAXATION_KIND, relaxation),
+              GRANULARITY_KIND.name: _method_name(GRANULARITY_KIND, granularity)}
     routed: dict[str, dict[str, Any]] = {kind.settings_field: {} for kind in METHOD_KINDS}
     for key, value in values.items():
         home = next((kind for kind in METHOD_KINDS

@@ -198,7 +198,10 @@ def test_a_flat_config_record_of_an_earlier_release_is_compared_with_the_nested_
     """Records (run folders, checkpoint fingerprints) of the flat-config releases hold the methods' settings at the
     config's top level; today's nest them. A changed setting is still found, whichever side is older."""
     from hf_heuristic_core import PruningConfig
-    from hf_heuristic_core.run_folder import settings_differences
+    from hf_heuristic_core.config import METHOD_KINDS
+    from hf_heuristic_core.run_folder import METHOD_SETTINGS_KEYS, settings_differences
+    # run_folder sits below config (it cannot import it): its copy of the key names must stay the config's.
+    assert METHOD_SETTINGS_KEYS == tuple(kind.settings_field for kind in METHOD_KINDS)
     flat = {"pruning_config": {"ablation": "mean", "init_mean": 10.0, "prune_mlps": True, "cs_beta": 1.0}}
     nested = {"pruning_config": PruningConfig(relaxation_settings={"init_mean": 3.0}).to_dict()}
     assert settings_differences(flat, nested) == ["pruning_config.init_mean: 10.0 -> 3.0"]

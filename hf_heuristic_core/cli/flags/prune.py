@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from ...ablation.names import ABLATION_MODES
-from ...config import registered_settings_classes
+from ...config import GRANULARITY_KIND, RELAXATION_KIND, registered_settings_classes
 from ...errors import UsageError
 from ...granularity import GRANULARITIES
 from ...relaxations import RELAXATIONS
@@ -77,7 +77,7 @@ class PruneScriptArguments(PruneSettingsFlags):
         "help": "auto, sequence_classification, causal_lm or token_classification."})
     ablation: str | None = field(default=None, metadata={
         "help": "mean, zero or resample (default: mean; zero for --granularity weight)."})
-    granularity: str = field(default="unit", metadata={
+    granularity: str = field(default=GRANULARITY_KIND.default, metadata={
         "help": "What one mask entry is: a head or MLP block (unit), an MLP neuron, a weight, an edge of the "
                 "residual graph (pre-LN decoders) (granularity/<name>/)."})
     uniform_layers: bool = field(default=False, metadata={
@@ -85,7 +85,7 @@ class PruneScriptArguments(PruneSettingsFlags):
                 "every layer, so that `export` writes a stock config plain transformers loads "
                 "(PruningConfig.uniform_layers). This can move the sparsity away from the target; the summary and "
                 "the card then say by how much and why."})
-    relaxation: str = field(default="hard_concrete", metadata={
+    relaxation: str = field(default=RELAXATION_KIND.default, metadata={
         "help": "How mask values are drawn (each relaxation's constants are its settings' fields, "
                 "relaxations/<name>/settings.py)."})
     model_revision: str | None = field(default=None, metadata={"help": "Model revision on the Hub."})
