@@ -2,7 +2,7 @@
 ends with the masks of an uninterrupted run, bit for bit; `--seed` alone decides the masks; bad values fail early.
 
 The uninterrupted run is made in this process (single-threaded, as the fresh processes are with OMP_NUM_THREADS=1);
-a second uninterrupted run, the killed run and its resumption are fresh processes (the process is what is tested)."""
+the killed run and its resumption are fresh processes (the process is what is tested)."""
 
 from __future__ import annotations
 
@@ -72,10 +72,6 @@ def test_sigkilled_prune_resumes_to_the_uninterrupted_masks(tiny_run_inputs, tmp
     assert main(_command(model, data, tmp_path / "whole")) == 0, capsys.readouterr().err[-3000:]
     whole = _artifact(tmp_path / "whole")
 
-    # Same seed in a fresh process: the same masks (the seed alone decides the run, not the process).
-    _cli(_command(model, data, tmp_path / "again"))
-    assert _artifact(tmp_path / "again") == whole
-
     killed = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "hf_heuristic_core.cli", *_command(model, data, killed)],
                                cwd=REPO, env=_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -91,6 +87,9 @@ def test_sigkilled_prune_resumes_to_the_uninterrupted_masks(tiny_run_inputs, tmp
     assert not (killed / "masks.safetensors").exists()
     first_checkpoint = (killed / "checkpoint-4" / "trainer_state.json").stat().st_mtime_ns
 
+    # Both the killed run (steps 1-8, from scratch) and its resumption are fresh processes: ending with the masks
+    # of the run made in this process also shows that the seed alone decides the run, not the process (a separate
+    # fresh-process rerun checked the same and was dropped; tests/training/test_seeds.py checks it for the API).
     _cli(_command(model, data, killed, "--resume_from_checkpoint", str(checkpoint)))
     tensors, metadata = _artifact(killed)
     assert tensors == whole[0] and {k for k in metadata} == {k for k in whole[1]}
