@@ -93,6 +93,41 @@ def test_save_figure_failure_keeps_old_files(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.pdf", "fig.png"]
 
 
+def test_save_figure_lays_out_once_and_gives_the_figure_back_as_it_was(tmp_path, monkeypatch):
+    """The PDF reuses the layout the PNG solved (no second constrained-layout solve), and the figure keeps its
+    layout engine afterwards, also when saving fails."""
+    fig = P.plot_attention_pattern(np.eye(3), ["a", "b", "c"])
+    engine = fig.get_layout_engine()
+    assert engine is not None
+    seen = []
+    real_savefig = fig.savefig
+
+    def recording_savefig(fh, format, **kwargs):
+        seen.append((format, fig.get_layout_engine()))
+        result = real_savefig(fh, format=format, **kwargs)
+        seen.append((format, [tuple(ax.get_position().bounds) for ax in fig.axes]))
+        return result
+
+    monkeypatch.setattr(fig, "savefig", recording_savefig)
+    P.save_figure(fig, tmp_path / "fig")
+    (png, png_engine), (_, png_layout), (pdf, pdf_engine), (_, pdf_layout) = seen
+    assert (png, pdf) == ("png", "pdf") and png_engine is engine
+    assert type(pdf_engine).__name__ == "PlaceHolderLayoutEngine"   # matplotlib's "none" once an engine was set
+    assert pdf_layout == png_layout                                  # the PDF has exactly the PNG's layout
+    assert fig.get_layout_engine() is engine
+    assert_saved(tmp_path / "fig")
+
+    def failing_savefig(fh, format, **kwargs):
+        if format == "pdf":
+            raise RuntimeError("disk full")
+        return real_savefig(fh, format=format, **kwargs)
+
+    monkeypatch.setattr(fig, "savefig", failing_savefig)
+    with pytest.raises(RuntimeError, match="disk full"):
+        P.save_figure(fig, tmp_path / "again")
+    assert fig.get_layout_engine() is engine
+
+
 def test_save_figure_creates_parent_folders(tmp_path):
     fig = P.plot_attention_pattern(np.eye(2), ["a", "b"])
     P.save_figure(fig, tmp_path / "a" / "b" / "fig")
