@@ -23,7 +23,7 @@ from .ablation.modes import ABLATIONS
 from .architectures.resolve import transformers_model
 from .checkpointing import MaskReplayCheckpointing
 from .config import PruningConfig
-from .errors import MaskPassError, MissingMeansError, PruningError
+from .errors import MaskPassError, MaskShapeError, MissingMeansError, PruningError
 from .granularity.base import Granularity, MaskKind
 from .mask_passes import MaskPasses, modules_holding
 from .mask_state import MaskState
@@ -298,6 +298,15 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
     def validate_masks(self, masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """Check masks given by kind (shape, finite, within [0, 1]) and return them as fp32 tensors; kinds given as
         None are left out. The check `set_masks` applies, for callers that only want to know."""
+        unknown = sorted(set(masks) - set(self.kinds))
+        if unknown:
+            granularity = self.pruning_config.granularity
+            raise MaskShapeError(
+                f"Unknown mask kind(s) {unknown}; this model's kinds are {list(self.kinds)} (it is wrapped with "
+                f"granularity={granularity!r}). Masks of another granularity apply to the model wrapped with that "
+                "granularity, e.g. PrunableModel(model, PruningConfig(granularity='unit')) for 'heads' and 'mlps'; "
+                "a saved artifact's masks load with the granularity they were saved with: "
+                "PrunableModel.from_pretrained(artifact_folder).")
         return self.mask_state.validate(masks)
 
     def set_masks(self, masks: Mapping[str, Any] | None = None, **kinds: Any) -> None:

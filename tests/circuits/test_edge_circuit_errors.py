@@ -150,8 +150,13 @@ def test_a_node_circuit_applies_to_an_edge_masked_model_through_its_edges(setup,
     assert circuit.edges_cut_between_kept_nodes() == []
     unit_masks = circuit.masks()
     assert 0 < int(unit_masks["heads"].sum() + unit_masks["mlps"].sum()) < 10       # some units left out
-    with pytest.raises(MaskShapeError, match=r"Unknown mask kind\(s\) \['heads', 'mlps'\]"):
+    with pytest.raises(MaskShapeError, match=r"Unknown mask kind\(s\) \['heads', 'mlps'\]") as refused:
         setup["edge"].set_masks(**unit_masks)
+    # The error names the fix: the granularity these masks need, and how an artifact loads with its own.
+    message = str(refused.value)
+    assert "wrapped with granularity='edge'" in message
+    assert "PrunableModel(model, PruningConfig(granularity='unit')) for 'heads' and 'mlps'" in message
+    assert "PrunableModel.from_pretrained(artifact_folder)" in message
     expected = _logits(setup["unit"], setup["inputs"], unit_masks)
     assert (expected - _logits(setup["unit"], setup["inputs"])).abs().max() > 1e-3      # the circuit matters
     got = _logits(setup["edge"], setup["inputs"], circuit.edge_masks(setup["graph"]))
