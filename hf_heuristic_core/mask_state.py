@@ -85,11 +85,12 @@ class MaskState(nn.Module):
     """Logits, fixed masks, forced units and means of every mask kind (see the module docstring)."""
 
     def __init__(self, kinds: Mapping[str, MaskKind], enabled: Iterable[str], relaxation: Relaxation,
-                 owner: str) -> None:
+                 owner: str, granularity: str | None = None) -> None:
         super().__init__()
         self.kinds = dict(kinds)
         self.relaxation = relaxation
         self.owner = owner  # names the model in error messages
+        self.granularity = granularity  # names the fix when masks of another granularity arrive
         enabled = list(enabled)
         # Seeded, so wrapping a model never depends on the global RNG; a trainer re-seeds fresh logits from its seed.
         generator = torch.Generator().manual_seed(DEFAULT_INIT_SEED)
@@ -201,8 +202,18 @@ class MaskState(nn.Module):
         """Masks by kind as fp32 tensors on the state's device, after shape, finiteness and [0, 1] checks."""
         unknown = sorted(set(masks) - set(self.kinds))
         if unknown:
-            raise MaskShapeError(f"Unknown mask kind(s) {unknown}; this model's kinds are {list(self.kinds)}.")
+            raise MaskShapeError(f"Unknown mask kind(s) {unknown}; {self._kinds_and_fix()}")
         return {kind: self._validated(kind, value) for kind, value in masks.items() if value is not None}
+
+    def _kinds_and_fix(self) -> str:
+        """What an unknown kind's error says after naming it: this model's kinds, and where masks of another
+        granularity go."""
+        if self.granularity is None:
+            return f"this model's kinds are {list(self.kinds)}."
+        return (f"this model's kinds are {list(self.kinds)} (it is wrapped with granularity={self.granularity!r}). "
+                "Masks of another granularity apply to the model wrapped with that granularity, e.g. "
+                "PrunableModel(model, PruningConfig(granularity='unit')) for 'heads' and 'mlps'; a saved artifact's "
+                "masks load with the granularity they were saved with: PrunableModel.from_pretrained(artifact_folder).")
 
     def _validated(self, kind: str, mask: Any) -> torch.Tensor:
         spec = self.kinds[kind]
@@ -229,7 +240,7 @@ class MaskState(nn.Module):
     def force(self, kind: str, selection: Any, keep: bool) -> None:
         """Pin the selected entries of `kind` in or out (and their logits to the relaxation's pinned value)."""
         if kind not in self.kinds:
-            raise MaskShapeError(f"Unknown mask kind {kind!r}; this model's kinds are {list(self.kinds)}.")
+            raise MaskShapeError(f"Unknown mask kind {kind!r}; {self._kinds_and_fix()}")
         value = 1.0 if keep else -1.0
         self._forced_kinds.add(kind)
         forced = self.forced.get(kind)

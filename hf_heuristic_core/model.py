@@ -23,7 +23,7 @@ from .ablation.modes import ABLATIONS
 from .architectures.resolve import transformers_model
 from .checkpointing import MaskReplayCheckpointing
 from .config import PruningConfig
-from .errors import MaskPassError, MaskShapeError, MissingMeansError, PruningError
+from .errors import MaskPassError, MissingMeansError, PruningError
 from .granularity.base import Granularity, MaskKind
 from .mask_passes import MaskPasses, modules_holding
 from .mask_state import MaskState
@@ -67,7 +67,7 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
         self.pruning_config = config
         enabled = [name for name, kind in self.kinds.items() if self.granularity.enabled(kind)]
         owner = config.model_type or type(hf_model).__name__
-        self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner)
+        self.mask_state = MaskState(self.kinds, enabled, self.relaxation, owner, config.granularity)
         if config.granularity_settings.logits_storage_dtype == "bfloat16":   # storage only: the relaxations compute
             self.mask_state.logits.to(torch.bfloat16)                        # in fp32 (MaskState upcasts)
         device = model_device(model)
@@ -298,15 +298,6 @@ class PrunableModel(MaskReplayCheckpointing, MaskPasses, nn.Module):
     def validate_masks(self, masks: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """Check masks given by kind (shape, finite, within [0, 1]) and return them as fp32 tensors; kinds given as
         None are left out. The check `set_masks` applies, for callers that only want to know."""
-        unknown = sorted(set(masks) - set(self.kinds))
-        if unknown:
-            granularity = self.pruning_config.granularity
-            raise MaskShapeError(
-                f"Unknown mask kind(s) {unknown}; this model's kinds are {list(self.kinds)} (it is wrapped with "
-                f"granularity={granularity!r}). Masks of another granularity apply to the model wrapped with that "
-                "granularity, e.g. PrunableModel(model, PruningConfig(granularity='unit')) for 'heads' and 'mlps'; "
-                "a saved artifact's masks load with the granularity they were saved with: "
-                "PrunableModel.from_pretrained(artifact_folder).")
         return self.mask_state.validate(masks)
 
     def set_masks(self, masks: Mapping[str, Any] | None = None, **kinds: Any) -> None:

@@ -157,6 +157,9 @@ def test_a_node_circuit_applies_to_an_edge_masked_model_through_its_edges(setup,
     assert "wrapped with granularity='edge'" in message
     assert "PrunableModel(model, PruningConfig(granularity='unit')) for 'heads' and 'mlps'" in message
     assert "PrunableModel.from_pretrained(artifact_folder)" in message
+    with pytest.raises(MaskShapeError, match=r"Unknown mask kind 'heads'; this model's kinds are \['edges'\] \(it is "
+                                             r"wrapped with granularity='edge'\)\. Masks of another granularity"):
+        setup["edge"].force_units(heads=unit_masks["heads"] == 0, keep=False)
     expected = _logits(setup["unit"], setup["inputs"], unit_masks)
     assert (expected - _logits(setup["unit"], setup["inputs"])).abs().max() > 1e-3      # the circuit matters
     got = _logits(setup["edge"], setup["inputs"], circuit.edge_masks(setup["graph"]))
