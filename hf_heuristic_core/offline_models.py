@@ -55,6 +55,24 @@ def smollm2_gguf() -> tuple[Path, str]:
     return folder, files[0].name
 
 
+#: SmolLM2-135M's architecture as its GGUF file declares it (read by transformers 5.24). For measurements that depend
+#: on the model's shape and not on its weights (step time, memory, decode tokens/s with a fixed token count), where
+#: the 98 MB file is not at hand: a GPU machine that receives only a copy of the repository, say.
+SMOLLM2_SHAPE: dict = {
+    "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+    "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "hidden_act": "silu",
+    "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+    "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}, "attention_bias": False, "mlp_bias": False,
+    "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2,
+}
+
+
+def smollm2_shaped_config():
+    """A `LlamaConfig` of SmolLM2-135M's shape (`SMOLLM2_SHAPE`), to build the model with random weights."""
+    import transformers
+    return transformers.LlamaConfig(**SMOLLM2_SHAPE)
+
+
 def has_minilm() -> bool:
     return bool(os.environ.get(MINILM_ENV)) or importlib.util.find_spec(MINILM_PACKAGE) is not None
 

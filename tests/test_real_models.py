@@ -187,3 +187,17 @@ def test_smollm2_grouped_query_attention(smollm2, tmp_path):
         again.unwrap()
     with torch.no_grad():
         assert torch.equal(restored(input_ids=ids, attention_mask=mask).logits, reference)
+
+
+def test_smollm2_shape_constant_matches_the_gguf(smollm2):
+    """`SMOLLM2_SHAPE` stands in for the file where only the shape matters (GPU benchmarks): it must be the file's
+    shape, and a model built from it must have the real model's parameter count."""
+    import transformers
+
+    from hf_heuristic_core.offline_models import SMOLLM2_SHAPE, smollm2_shaped_config
+    real = smollm2.config.to_dict()
+    for key, value in SMOLLM2_SHAPE.items():
+        assert real[key] == pytest.approx(value, rel=1e-6) if isinstance(value, float) else real[key] == value, key
+    with torch.device("meta"):
+        shaped = transformers.AutoModelForCausalLM.from_config(smollm2_shaped_config())
+    assert sum(p.numel() for p in shaped.parameters()) == sum(p.numel() for p in smollm2.parameters())

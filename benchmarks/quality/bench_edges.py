@@ -19,6 +19,13 @@ tokens with soft masks, best of 3, each level in its own process (peak memory ab
     python benchmarks/quality/bench_edges.py --cost \\
         --output benchmarks/quality/results/bench_edges/step-cost_smollm2_cpu_t2_idle.json
 
+On a GPU (`--device cuda`), each run also records the CUDA peak memory it allocated (`peak_cuda_mb`, reset before the
+run), and `--cost` times with CUDA synchronizes; `--random_weights` makes `--cost` build SmolLM2-135M's shape with
+random weights (`offline_models.SMOLLM2_SHAPE`) where the GGUF file is not at hand (a step's cost does not depend on
+the weights' values). Seeds run as separate processes (one `--output` each) are joined with `--merge`:
+
+    python benchmarks/quality/bench_edges.py --merge s0.json s1.json s2.json --output ioi_3seeds.json
+
 Results are written after every run; a re-run skips the runs already in `--output` (same settings).
 """
 
@@ -70,14 +77,18 @@ def train(task: dict[str, Any], level: str, seed: int, options: argparse.Namespa
                                           if c in task["train"].column_names])
     train = train.select(range(min(len(train), options.steps * options.batch_size)))
     trainer = PruningTrainer(model=prunable, args=args, train_dataset=train, data_collator=task["collator"])
+    on_cuda = options.device.startswith("cuda")
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
+    peak_cuda = torch.cuda.max_memory_allocated() / 2**20 if on_cuda else None
     logits = {kind: value.detach().double().cpu().clone() for kind, value in prunable.mask_logits.items()}
     report = prunable.sparsity_report()
     prunable.unwrap()
     return {"seconds": seconds, "seconds_per_step": seconds / options.steps, "sparsity": report["sparsity"],
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "peak_cuda_mb": peak_cuda,
             "logits": {kind: value.tolist() for kind, value in logits.items()}}
 
 
@@ -119,31 +130,47 @@ def share_reaching(shares: list[float], faithfulness: list[float], threshold: fl
 
 def step_cost(level: str, options: argparse.Namespace) -> dict[str, Any]:
     """Seconds of one forward + backward (best of 3) and the memory it adds over the loaded model, in this process."""
-    from hf_heuristic_core.offline_models import smollm2_gguf
-    folder, name = smollm2_gguf()
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from hf_heuristic_core.offline_models import smollm2_gguf, smollm2_shaped_config
+    if options.random_weights:
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(smollm2_shaped_config(), dtype=torch.float32)
+    else:
+        folder, name = smollm2_gguf()
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    on_cuda = options.device.startswith("cuda")
+    model.to(options.device)
+    loaded = (torch.cuda.memory_allocated() / 2**20 if on_cuda else
+              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     prunable = PrunableModel(model, PruningConfig(granularity="edge" if level == "edge" else "unit",
                                                   ablation="zero", init_mean=0.5)).train()
-    ids = torch.randint(10, 1000, (8, 15), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(10, 1000, (8, 15), generator=torch.Generator().manual_seed(0)).to(options.device)
     times = []
-    for _ in range(3):
+    for _ in range(5 if on_cuda else 3):
+        if on_cuda:
+            torch.cuda.synchronize()
         start = time.perf_counter()
         prunable(input_ids=ids).logits.pow(2).mean().backward()
+        if on_cuda:
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"level": level, "seconds": min(times), "all_seconds": times, "peak_rss_mb": peak,
-            "loaded_rss_mb": loaded, "added_mb": peak - loaded, "threads": options.threads}
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if on_cuda else
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return {"level": level, "seconds": min(times), "all_seconds": times,
+            "memory": "CUDA allocated" if on_cuda else "process peak RSS", "peak_mb": peak, "loaded_mb": loaded,
+            "added_mb": peak - loaded, "threads": options.threads, "device": options.device,
+            "random_weights": options.random_weights}
 
 
 def cost(options: argparse.Namespace) -> None:
     results = {}
     for level in ("node", "edge"):
-        done = subprocess.run([sys.executable, __file__, "--cost_level", level, "--threads", str(options.threads),
-                               "--output", "-"], capture_output=True, text=True, check=True)
+        command = [sys.executable, __file__, "--cost_level", level, "--threads", str(options.threads),
+                   "--device", options.device, "--output", "-"] + (["--random_weights"] if options.random_weights else [])
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
         results[level] = json.loads(done.stdout.strip().splitlines()[-1])
     results["edge_over_node_seconds"] = results["edge"]["seconds"] / results["node"]["seconds"]
-    results["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__}
+    results["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
+                          "gpu": torch.cuda.get_device_name() if options.device.startswith("cuda") else None}
     Path(options.output).write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results, indent=1))
 
@@ -162,8 +189,15 @@ def main() -> None:
     parser.add_argument("--cache_dir", default="/tmp/hhc_bench_edges")
     parser.add_argument("--output", required=True)
     parser.add_argument("--cost", action="store_true", help="only the cost of a step, per level (see the docstring)")
+    parser.add_argument("--random_weights", action="store_true",
+                        help="--cost only: SmolLM2-135M's shape with random weights (no GGUF file needed)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="join the --output files of one setting's seeds into --output and stop")
     parser.add_argument("--cost_level", choices=("node", "edge"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.merge:
+        print(json.dumps(merge(options.merge, options.output)["summary"], indent=1))
+        return
     torch.set_num_threads(options.threads)
     if options.cost_level:
         print(json.dumps(step_cost(options.cost_level, options)))
@@ -202,19 +236,51 @@ def main() -> None:
         runs = {key: run for key, run in results["runs"].items() if key.startswith(level)}
         results.setdefault("curves", {}).update(curve(task, level, runs, options))
         save()
+    results["summary"] = summarize(results)
+    save()
+    print(json.dumps(results["summary"], indent=1))
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    """Per level: the mean CPR and CMD over seeds, and each seed's edge share at f >= THRESHOLD, step time, memory."""
     summary = {}
     for level in ("node", "edge"):
-        names = [k for k in results["curves"] if k.startswith(level)]
+        names = sorted(k for k in results["curves"] if k.startswith(level))
         values = [results["curves"][k] for k in names]
         runs = [results["runs"][k] for k in names]
         summary[level] = {"seeds": len(names), "cpr_mean": sum(c["cpr"] for c in values) / len(values),
                           "cmd_mean": sum(c["cmd"] for c in values) / len(values),
                           "edge_share_for_f": [c["edge_share_for_f"] for c in values],
                           "seconds_per_step": [r["seconds_per_step"] for r in runs],
-                          "peak_rss_mb": [r["peak_rss_mb"] for r in runs]}
-    results["summary"] = summary
-    save()
-    print(json.dumps(summary, indent=1))
+                          "peak_rss_mb": [r["peak_rss_mb"] for r in runs],
+                          "peak_cuda_mb": [r.get("peak_cuda_mb") for r in runs]}
+    return summary
+
+
+def merge(files: list[str], output: str) -> dict[str, Any]:
+    """Join the `--output` files of one setting's seeds (run as separate processes) into `output`.
+
+    The curves of each seed were scored in its own process on the same held-out prompts (the task is generated from
+    fixed seeds), so joining them is exact; files of other settings or with overlapping seeds are refused."""
+    parts = [json.loads(Path(f).read_text()) for f in files]
+    settings = parts[0]["settings"]
+    joined: dict[str, Any] = {"settings": settings, "runs": {}, "curves": {}, "machine": parts[0]["machine"],
+                              "merged_from": list(files)}
+    for file, part in zip(files, parts):
+        if part["settings"] != settings:
+            raise SystemExit(f"{file} was written with other settings ({part['settings']}); merge one setting.")
+        if "curves" not in part:
+            raise SystemExit(f"{file} has no curves (its run did not finish); rerun it before merging.")
+        for section in ("runs", "curves"):
+            overlap = set(joined[section]) & set(part[section])
+            if overlap:
+                raise SystemExit(f"{file} repeats {sorted(overlap)}; each seed belongs in one file.")
+            joined[section].update(part[section])
+    joined["summary"] = summarize(joined)
+    tmp = Path(output).with_suffix(".tmp")
+    tmp.write_text(json.dumps(joined, indent=1) + "\n")
+    tmp.replace(output)
+    return joined
 
 
 if __name__ == "__main__":

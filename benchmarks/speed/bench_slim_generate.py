@@ -27,7 +27,7 @@ import transformers  # noqa: E402
 
 from hf_heuristic_core import PrunableModel, PruningConfig  # noqa: E402
 from hf_heuristic_core.export.latency import round_robin_latency  # noqa: E402
-from hf_heuristic_core.offline_models import smollm2_gguf  # noqa: E402
+from hf_heuristic_core.offline_models import smollm2_gguf, smollm2_shaped_config  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -39,6 +39,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ratio", type=float, default=0.5)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--random_weights", action="store_true",
+                        help="SmolLM2-135M's shape with random weights (no GGUF file needed)")
     return parser.parse_args()
 
 
@@ -55,14 +59,22 @@ def random_masks(layers: int, heads: int, ratio: float, seed: int = 0) -> dict[s
 def main() -> None:
     args = parse()
     torch.set_num_threads(args.threads)
-    folder, name = smollm2_gguf()
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
-                                                              attn_implementation="sdpa").eval()
+    dtype = getattr(torch, args.dtype)
+    if args.random_weights:
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(smollm2_shaped_config(), dtype=dtype,
+                                                              attn_implementation="sdpa")
+    else:
+        folder, name = smollm2_gguf()
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype,
+                                                                  attn_implementation="sdpa")
+    model = model.to(args.device).eval()
     config = model.config
     layers, heads = config.num_hidden_layers, config.num_attention_heads
     generator = torch.Generator().manual_seed(0)
     means_batch = {"input_ids": torch.randint(10, config.vocab_size, (4, 64), generator=generator)}
     means_batch["attention_mask"] = torch.ones_like(means_batch["input_ids"])
+    means_batch = {key: value.to(args.device) for key, value in means_batch.items()}
 
     free = PrunableModel(model, PruningConfig(ablation="mean"))
     free.compute_means([means_batch], show_progress=False)
@@ -89,11 +101,16 @@ def main() -> None:
             with torch.no_grad():
                 if unmasked:
                     with free.masks_disabled():
-                        return model_or_wrapper.generate(**batch, **kwargs)
-                return model_or_wrapper.generate(**batch, **kwargs)
+                        out = model_or_wrapper.generate(**batch, **kwargs)
+                else:
+                    out = model_or_wrapper.generate(**batch, **kwargs)
+            if out.device.type == "cuda":
+                torch.cuda.synchronize()
+            return out
         return generate
 
     results = {"setting": vars(args), "torch": torch.__version__, "transformers": transformers.__version__,
+               "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
                "parameters": {"full": sum(p.numel() for p in model.parameters()),
                               "slim_free": sum(p.numel() for p in slim_free.parameters()),
                               "slim_uniform": sum(p.numel() for p in slim_uniform.parameters())},
@@ -105,7 +122,7 @@ def main() -> None:
                "rows": {}}
     for batch_size in [int(b) for b in args.batches.split(",")]:
         prompt = torch.randint(10, config.vocab_size, (batch_size, args.prompt), generator=generator)
-        batch = {"input_ids": prompt, "attention_mask": torch.ones_like(prompt)}
+        batch = {"input_ids": prompt.to(args.device), "attention_mask": torch.ones_like(prompt).to(args.device)}
         fns = {"full": run(free, batch, unmasked=True), "hooked_free": run(free, batch, free_masks),
                "slim_free": run(slim_free, batch), "hooked_uniform": run(free, batch, uniform_masks),
                "slim_uniform": run(slim_uniform, batch)}
