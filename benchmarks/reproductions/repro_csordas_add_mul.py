@@ -47,9 +47,14 @@ N_DIGITS = 2
 SETS = ("train", "test", "valid")       # their DoubleOpDataset.SETS: the index offsets the data seed
 INPUTS = 2 * N_DIGITS * 10 + len(OPS)
 OUTPUTS = N_DIGITS * 10
-# Not read in this session (no copy of the paper's table was reachable); the columns are those of
-# paper/plot_addmul_performance.py. Fill from the paper before comparing.
-PAPER_TABLE2: dict[str, Any] | None = None
+# The paper's Table 2, FNN rows (accuracy on the add rows, on the mul rows; mean and std over their 10 seeds, from
+# percentages). Their "Full" column is read from the unmasked run in paper/plot_addmul_performance.py: compare it to
+# "base"; "M_full" (the full-task mask) has no column there.
+PAPER_TABLE2: dict[str, tuple[float, float]] = {"base": (1.00, 1.00), "M_add": (1.00, 0.00), "NOT M_add": (0.13, 0.69),
+                                                "M_mul": (0.01, 1.00), "NOT M_mul": (0.20, 0.17)}
+PAPER_TABLE2_STD: dict[str, tuple[float, float]] = {"base": (0.0, 0.002), "M_add": (0.0, 0.0),
+                                                    "NOT M_add": (0.055, 0.097), "M_mul": (0.0, 0.0),
+                                                    "NOT M_mul": (0.070, 0.058)}
 RUN_DIR_SETTINGS = shared.RUN_DIR_SETTINGS
 
 
@@ -142,10 +147,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    print("\n| mask | on add | on mul |\n|---|---|---|")
+    print("\n| mask | on add | on mul | paper on add / on mul |\n|---|---|---|---|")
     for row, cells in summary["table2"].items():
+        paper = PAPER_TABLE2.get(row)
+        paper_text = f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "-"
         print(f"| {row} | " + " | ".join(f"{c['mean']:.3f} ± {c['std']:.3f} ({c['min']:.3f}-{c['max']:.3f})"
-                                         for c in cells.values()) + " |")
+                                         for c in cells.values()) + f" | {paper_text} |")
     print("add vs mul masks: " + ", ".join(f"{layer} IoU {v['iou']['mean']:.3f} IoMin {v['iomin']['mean']:.3f}"
                                            for layer, v in summary["overlap"].items()))
 
@@ -161,7 +168,7 @@ def main() -> None:
         return
     train = dataset("train", args.train_size).to(args.device)
     valid = dataset("valid", args.valid_size).to(args.device)
-    shared.run_seeds(args, RUN_DIR_SETTINGS, {"paper_table2": PAPER_TABLE2},
+    shared.run_seeds(args, RUN_DIR_SETTINGS, {"paper_table2": PAPER_TABLE2, "paper_table2_std": PAPER_TABLE2_STD},
                      lambda seed: run_seed(seed, args, train, valid), summarize, print_summary)
 
 

@@ -69,6 +69,9 @@ def test_tiny_run_writes_table2_and_overlap(add_mul, tmp_path, monkeypatch):
     run = result["runs"][0]
     assert [p["step"] for p in run["curve_add"]] == [2, 4]
     assert result["settings"]["clip_scope"] == "all" and result["settings"]["alpha"] == 1e-4
+    # the paper's Table 2 (FNN) travels with every result, keyed by the rows it compares to
+    assert result["paper_table2"]["NOT M_add"] == [0.13, 0.69] and set(result["paper_table2"]) <= set(table)
+    assert set(result["paper_table2_std"]) == set(result["paper_table2"])
     masks = [torch.load(tmp_path / "run" / "seed0" / f"masks_{op}_step4.pt") for op in ("add", "mul")]
     for kind in masks[0]:
         a, m = masks[0][kind], masks[1][kind]
