@@ -7,7 +7,8 @@ Edge Pruning's formulation through hooks). Each run's mask logits rank its units
 logit difference): CPR (signed ranking) and CMD (|score| ranking) as MIB's print_results reports them. For the
 comparison at equal faithfulness, every node circuit is also placed at the share of MIB's edges it implies (the
 edges between its kept nodes, `circuits.export.edge_counts`), and the smallest edge share reaching f >= 0.8 is
-read off both curves (linear between evaluated points).
+read off both curves (linear between evaluated points; the summary's `f_reached_below_full` says whether any size
+short of the full model reached it: if not, that share is the interpolation's, not the circuits').
 
 Cost: seconds per training step and peak resident memory of the run (`ru_maxrss`, whole process, so the node run
 goes first), per level. `--cost` measures only that, cleanly: one forward + backward of a batch of 8 prompts of 15
@@ -128,6 +129,13 @@ def share_reaching(shares: list[float], faithfulness: list[float], threshold: fl
     return points[-1][0] if points and points[-1][1] >= threshold else None
 
 
+def reached_below_full(shares: list[float], faithfulness: list[float], threshold: float) -> bool:
+    """Whether some evaluated size short of the full model (share < 1) reaches f >= `threshold`. When none does, the
+    interpolated `edge_share_for_f` lies on the last segment, which ends at the full model (f = 1 by definition): a
+    number drawn by the interpolation, not by the circuits."""
+    return any(share < 1.0 and f >= threshold for share, f in zip(shares, faithfulness))
+
+
 def step_cost(level: str, options: argparse.Namespace) -> dict[str, Any]:
     """Seconds of one forward + backward (best of 3) and the memory it adds over the loaded model, in this process."""
     from hf_heuristic_core.offline_models import smollm2_gguf, smollm2_shaped_config
@@ -242,7 +250,8 @@ def main() -> None:
 
 
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
-    """Per level: the mean CPR and CMD over seeds, and each seed's edge share at f >= THRESHOLD, step time, memory."""
+    """Per level: the mean CPR and CMD over seeds, and each seed's edge share at f >= THRESHOLD (with whether any
+    size short of the full model reached it: `reached_below_full`), step time, memory."""
     summary = {}
     for level in ("node", "edge"):
         names = sorted(k for k in results["curves"] if k.startswith(level))
@@ -251,6 +260,8 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         summary[level] = {"seeds": len(names), "cpr_mean": sum(c["cpr"] for c in values) / len(values),
                           "cmd_mean": sum(c["cmd"] for c in values) / len(values),
                           "edge_share_for_f": [c["edge_share_for_f"] for c in values],
+                          "f_reached_below_full": [reached_below_full(c["edge_share"], c["faithfulness"], THRESHOLD)
+                                                   for c in values],
                           "seconds_per_step": [r["seconds_per_step"] for r in runs],
                           "peak_rss_mb": [r["peak_rss_mb"] for r in runs],
                           "peak_cuda_mb": [r.get("peak_cuda_mb") for r in runs]}

@@ -26,7 +26,8 @@ def _part(seed: int, cpr: float, settings: dict = SETTINGS, curves: bool = True)
         key = f"{level}/seed{seed}"
         runs[key] = {"seconds_per_step": factor * (seed + 1), "peak_rss_mb": 100.0 * factor, "peak_cuda_mb": None,
                      "logits": {}}
-        curve[key] = {"cpr": factor * cpr, "cmd": 1 - cpr, "edge_share_for_f": 0.1 * factor}
+        curve[key] = {"cpr": factor * cpr, "cmd": 1 - cpr, "edge_share_for_f": 0.1 * factor,
+                      "edge_share": [0.01, 0.1, 0.5, 1.0], "faithfulness": [0.1, 0.3, 0.9 if level == "edge" else 0.5, 1.0]}
     part = {"settings": settings, "runs": runs, "machine": {"device": "cpu"}}
     if curves:
         part["curves"] = curve
@@ -50,6 +51,7 @@ def test_merge_joins_seeds_and_summarizes_them_as_one_process_would(edges, tmp_p
     assert node["cpr_mean"] == pytest.approx(0.3) and edge["cpr_mean"] == pytest.approx(0.6)
     assert node["cmd_mean"] == pytest.approx(0.7)
     assert node["seconds_per_step"] == [1.0, 2.0, 3.0] and edge["peak_rss_mb"] == [200.0] * 3
+    assert edge["f_reached_below_full"] == [True] * 3 and node["f_reached_below_full"] == [False] * 3
     # the same summary as one file holding every seed
     single = {"runs": joined["runs"], "curves": joined["curves"]}
     assert edges.summarize(single) == joined["summary"]
@@ -68,3 +70,12 @@ def test_merge_refuses_other_settings_repeated_seeds_and_unfinished_runs(edges, 
     with pytest.raises(SystemExit, match="has no curves"):
         edges.merge([first, unfinished], str(tmp_path / "m.json"))
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_threshold_met_only_by_the_full_model_is_flagged(edges):
+    """f = 1 at the full model by definition: an interpolated crossing on the segment that ends there is not a
+    circuit's size."""
+    shares, below = [0.01, 0.1, 0.5, 1.0], [0.1, 0.2, 0.6, 1.0]
+    assert edges.share_reaching(shares, below, 0.8) == pytest.approx(0.5 + 0.5 * (0.8 - 0.6) / 0.4)
+    assert not edges.reached_below_full(shares, below, 0.8)
+    assert edges.reached_below_full(shares, [0.1, 0.85, 0.9, 1.0], 0.8)
