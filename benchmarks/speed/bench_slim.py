@@ -8,7 +8,10 @@ biases are added where the architecture has none.
 
 The FLOPs share (slim / full: 2 x in x out per token for every Linear / Conv1D, plus 4 x seq x head width for each
 layer's attention scores) is the physical limit of the speed-up; `slim/(share x full)` near 1 means the slim model
-gets all of it. Model memory is parameters + buffers.
+gets all of it. Model memory is parameters + buffers. That ratio is also taken round by round (full, hooked and slim
+run in turn each round, so each round's three times share the machine's load): the table gives its median and, after
+"±", half its interquartile range over the rounds relative to the median (`slim_over_limit_spread`); raise
+`--repeats` until that spread is as small as the comparison needs.
 
     python benchmarks/speed/bench_slim.py [--models bert-base,smollm2] [--repeats 3] [--threads 2] [--json out.json]
 """
@@ -31,7 +34,7 @@ from transformers import (
 )
 
 from hf_heuristic_core import PrunableModel, PruningConfig
-from hf_heuristic_core.export.latency import round_robin_latency
+from hf_heuristic_core.export.latency import round_robin_latency, round_robin_times
 
 RATIOS = (0.3, 0.5, 0.7)
 
@@ -74,14 +77,21 @@ def masks(layers: int, heads: int, ratio: float, with_mlps: bool, seed: int = 0)
     return {"heads": head_mask.view(layers, heads), "mlps": mlp_mask}
 
 
-def timed(fn, repeats: int) -> float:
-    return compare({"x": fn}, repeats)["x"]
-
-
 def compare(fns: dict, repeats: int) -> dict[str, float]:
     """Median seconds of each function, run round-robin (full, hooked, slim, full, ...) so that load changes on a
     shared machine hit all of them alike."""
     return round_robin_latency(fns, repeats=repeats).median_s
+
+
+def ratio_with_spread(numerators: list[float], denominators: list[float], scale: float = 1.0) -> tuple[float, float]:
+    """Median of the per-round ratios numerator / (scale x denominator), and half their interquartile range relative
+    to that median."""
+    ratios = [n / (scale * d) for n, d in zip(numerators, denominators)]
+    median = statistics.median(ratios)
+    if len(ratios) < 2:
+        return median, 0.0
+    q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+    return median, (q3 - q1) / 2 / median
 
 
 def memory_mb(model: torch.nn.Module) -> float:
@@ -122,13 +132,15 @@ def run(name: str, repeats: int, batch: int, seq: int, new_tokens: int) -> list[
             prunable.set_masks(masks(layers, heads, ratio, with_mlps))
             slim = prunable.export_slim()
             share = flops(slim, seq) / full_flops
-            measured = compare({"full": unmasked(forward(prunable)), "hooked": forward(prunable),
-                                "slim": forward(slim)}, repeats)
-            full, hooked, ours = measured["full"], measured["hooked"], measured["slim"]
+            times = round_robin_times({"full": unmasked(forward(prunable)), "hooked": forward(prunable),
+                                       "slim": forward(slim)}, repeats=repeats)
+            full, hooked, ours = (statistics.median(times[name]) for name in ("full", "hooked", "slim"))
+            over_limit, spread = ratio_with_spread(times["slim"], times["full"], share)
             fulls.append(full)
             row = {"model": name, "setting": f"{ratio:.0%} heads" + (f" + {ratio:.0%} MLPs" if with_mlps else ""),
                    "flops_share": share, "hooked_ratio": hooked / full, "slim_ratio": ours / full,
-                   "slim_over_limit": ours / (share * full), "memory_ratio": memory_mb(slim) / full_memory,
+                   "slim_over_limit": over_limit, "slim_over_limit_spread": spread, "rounds": len(times["full"]),
+                   "slim_over_limit_of_medians": ours / (share * full), "memory_ratio": memory_mb(slim) / full_memory,
                    "params_ratio": sum(p.numel() for p in slim.parameters())
                    / sum(p.numel() for p in model.parameters())}
             if causal and ratio == 0.5 and with_mlps:
@@ -158,7 +170,8 @@ def table(rows: list[dict]) -> str:
         token = (f"{row['per_token_hooked_ratio']:.2f}, {row['per_token_slim_ratio']:.2f}"
                  if "per_token_slim_ratio" in row else "")
         lines.append(f"| {row['model']} | {row['setting']} | {row['flops_share']:.2f} | {row['hooked_ratio']:.2f} | "
-                     f"{row['slim_ratio']:.2f} | {row['slim_over_limit']:.2f} | {row['params_ratio']:.2f} | "
+                     f"{row['slim_ratio']:.2f} | {row['slim_over_limit']:.2f} ± {row['slim_over_limit_spread']:.1%} | "
+                     f"{row['params_ratio']:.2f} | "
                      f"{row['memory_ratio']:.2f} | {token} |")
     return "\n".join(lines)
 
