@@ -10,8 +10,9 @@ The FLOPs share (slim / full: 2 x in x out per token for every Linear / Conv1D, 
 layer's attention scores) is the physical limit of the speed-up; `slim/(share x full)` near 1 means the slim model
 gets all of it. Model memory is parameters + buffers. That ratio is also taken round by round (full, hooked and slim
 run in turn each round, so each round's three times share the machine's load): the table gives its median and, after
-"±", half its interquartile range over the rounds relative to the median (`slim_over_limit_spread`); raise
-`--repeats` until that spread is as small as the comparison needs.
+"±", the half-width of that median's ~95% confidence interval (distribution-free, from the rounds' order
+statistics) relative to it (`slim_over_limit_spread`; the per-round ratios are in the JSON). It narrows as
+`--repeats` grows: raise it until the spread is as small as the comparison needs.
 
     python benchmarks/speed/bench_slim.py [--models bert-base,smollm2] [--repeats 3] [--threads 2] [--json out.json]
 """
@@ -83,15 +84,23 @@ def compare(fns: dict, repeats: int) -> dict[str, float]:
     return round_robin_latency(fns, repeats=repeats).median_s
 
 
-def ratio_with_spread(numerators: list[float], denominators: list[float], scale: float = 1.0) -> tuple[float, float]:
-    """Median of the per-round ratios numerator / (scale x denominator), and half their interquartile range relative
-    to that median."""
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """Distribution-free ~95% confidence interval of the median: the order statistics k and n + 1 - k (1-based) with
+    k = floor(n / 2 - 0.98 sqrt(n)) (the normal approximation of the binomial); the whole range below 6 values."""
+    ordered = sorted(values)
+    k = int(len(ordered) / 2 - 0.98 * len(ordered) ** 0.5)
+    return (ordered[k - 1], ordered[-k]) if k >= 1 else (ordered[0], ordered[-1])
+
+
+def ratio_with_spread(numerators: list[float], denominators: list[float],
+                      scale: float = 1.0) -> tuple[float, float, list[float]]:
+    """Median of the per-round ratios numerator / (scale x denominator), the half-width of its ~95% confidence
+    interval relative to it (`median_interval`: how well the rounds pin the ratio down; it narrows as rounds are
+    added), and the ratios."""
     ratios = [n / (scale * d) for n, d in zip(numerators, denominators)]
     median = statistics.median(ratios)
-    if len(ratios) < 2:
-        return median, 0.0
-    q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
-    return median, (q3 - q1) / 2 / median
+    low, high = median_interval(ratios)
+    return median, (high - low) / 2 / median, ratios
 
 
 def memory_mb(model: torch.nn.Module) -> float:
@@ -135,11 +144,12 @@ def run(name: str, repeats: int, batch: int, seq: int, new_tokens: int) -> list[
             times = round_robin_times({"full": unmasked(forward(prunable)), "hooked": forward(prunable),
                                        "slim": forward(slim)}, repeats=repeats)
             full, hooked, ours = (statistics.median(times[name]) for name in ("full", "hooked", "slim"))
-            over_limit, spread = ratio_with_spread(times["slim"], times["full"], share)
+            over_limit, spread, per_round = ratio_with_spread(times["slim"], times["full"], share)
             fulls.append(full)
             row = {"model": name, "setting": f"{ratio:.0%} heads" + (f" + {ratio:.0%} MLPs" if with_mlps else ""),
                    "flops_share": share, "hooked_ratio": hooked / full, "slim_ratio": ours / full,
                    "slim_over_limit": over_limit, "slim_over_limit_spread": spread, "rounds": len(times["full"]),
+                   "slim_over_limit_per_round": per_round,
                    "slim_over_limit_of_medians": ours / (share * full), "memory_ratio": memory_mb(slim) / full_memory,
                    "params_ratio": sum(p.numel() for p in slim.parameters())
                    / sum(p.numel() for p in model.parameters())}
