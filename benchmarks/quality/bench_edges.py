@@ -58,6 +58,7 @@ from hf_heuristic_core.circuits.faithfulness import faithfulness_curves  # noqa:
 from hf_heuristic_core.circuits.mib import mib_config  # noqa: E402
 from hf_heuristic_core.circuits.ranking import top_units  # noqa: E402
 from hf_heuristic_core.circuits.sources import importance_from_logits  # noqa: E402
+from hf_heuristic_core.io_utils import atomic_write_text  # noqa: E402
 
 THRESHOLD = 0.8
 
@@ -225,9 +226,7 @@ def main() -> None:
                           "gpu": torch.cuda.get_device_name() if options.device.startswith("cuda") else None}
 
     def save() -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(results, indent=1) + "\n")
-        tmp.replace(path)
+        atomic_write_text(path, json.dumps(results, indent=1) + "\n")
 
     task = ioi_task(argparse.Namespace(steps=options.steps, batch_size=options.batch_size,
                                        eval_examples=options.eval_examples))
@@ -288,9 +287,7 @@ def merge(files: list[str], output: str) -> dict[str, Any]:
                 raise SystemExit(f"{file} repeats {sorted(overlap)}; each seed belongs in one file.")
             joined[section].update(part[section])
     joined["summary"] = summarize(joined)
-    tmp = Path(output).with_suffix(".tmp")
-    tmp.write_text(json.dumps(joined, indent=1) + "\n")
-    tmp.replace(output)
+    atomic_write_text(Path(output), json.dumps(joined, indent=1) + "\n")
     return joined
 
 

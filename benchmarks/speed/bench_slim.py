@@ -86,10 +86,11 @@ def compare(fns: dict, repeats: int) -> dict[str, float]:
 
 def median_interval(values: list[float]) -> tuple[float, float]:
     """Distribution-free ~95% confidence interval of the median: the order statistics k and n + 1 - k (1-based) with
-    k = floor(n / 2 - 0.98 sqrt(n)) (the normal approximation of the binomial); the whole range below 6 values."""
+    k = floor(n / 2 - 0.98 sqrt(n)) (the normal approximation of the binomial), at least 1: for 10 values or fewer
+    it is their whole range."""
     ordered = sorted(values)
-    k = int(len(ordered) / 2 - 0.98 * len(ordered) ** 0.5)
-    return (ordered[k - 1], ordered[-k]) if k >= 1 else (ordered[0], ordered[-1])
+    k = max(int(len(ordered) / 2 - 0.98 * len(ordered) ** 0.5), 1)
+    return ordered[k - 1], ordered[-k]
 
 
 def ratio_with_spread(numerators: list[float], denominators: list[float],

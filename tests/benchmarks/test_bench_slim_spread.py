@@ -26,3 +26,5 @@ def test_median_interval_uses_the_binomial_order_statistics():
     values = list(range(1, 101))                  # n = 100: k = 40 -> 40th and 61st (the textbook 95% interval)
     assert bench.median_interval(values) == (40, 61)
     assert bench.median_interval([2.0, 1.0]) == (1.0, 2.0)
+    assert bench.median_interval(list(range(1, 11))) == (1, 10)    # n = 10: k = 1, the whole range
+    assert bench.median_interval(list(range(1, 12))) == (2, 10)    # n = 11: k = 2
