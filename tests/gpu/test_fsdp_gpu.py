@@ -1,4 +1,4 @@
-"""FSDP2 with NCCL on two GPUs: the same checks as tests/training/test_trainer_fsdp.py (which runs them on the CPU
+"""FSDP2 with NCCL on two GPUs: the same checks as tests/training/test_trainer_distributed.py (which runs them on the CPU
 with gloo), without the CPU shim: accelerate enables FSDP by itself on GPUs. Needs at least 2 GPUs."""
 
 from __future__ import annotations

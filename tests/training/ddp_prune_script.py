@@ -1,4 +1,4 @@
-"""Prune a tiny random model with `PruningTrainer`; run by tests/training/test_trainer_ddp.py under torchrun (2 processes,
+"""Prune a tiny random model with `PruningTrainer`; run by tests/training/test_trainer_distributed.py under torchrun (2 processes,
 gloo, CPU) and as a single process, which must then learn the same masks.
 
     python -m torch.distributed.run --nproc_per_node=2 tests/training/ddp_prune_script.py --output DIR --batch 4 --task seq

@@ -1,5 +1,5 @@
 """Prune a tiny random model with `PruningTrainer` under FSDP2 on the CPU (2 processes, gloo); run by
-tests/training/test_trainer_fsdp.py, and as a single process without FSDP for the reference.
+tests/training/test_trainer_distributed.py (through distributed_prune_script.py), and as a single process without FSDP for the reference.
 
     python -m torch.distributed.run --nproc_per_node=2 tests/training/fsdp_prune_script.py --output DIR --batch 4 --fsdp
     python tests/training/fsdp_prune_script.py --output DIR --batch 8

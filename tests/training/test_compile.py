@@ -15,7 +15,11 @@ from tiny_models import make_batch, tiny_model
 from torch._dynamo.utils import counters
 
 from hf_heuristic_core import PrunableModel, PruningConfig
-from hf_heuristic_core.training.compile import GRAPHS_PER_BLOCK, compile_blocks, transformer_blocks
+from hf_heuristic_core.training.compile import (
+    GRAPHS_PER_BLOCK,
+    compile_blocks,
+    transformer_blocks,
+)
 from hf_heuristic_core.training.losses import kl_to_teacher
 
 CONFIGS = {"unit": dict(ablation="mean", init_mean=1.0),

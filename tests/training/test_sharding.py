@@ -1,7 +1,7 @@
 """FSDP2 pieces that run in one process on the CPU (a world-size-1 gloo group): accelerate's own wrapping of a
 `PrunableModel` with the mask state kept whole, forwards and gradients against the unsharded model, artifact and
 state-dict round trips, the all-frozen / all-trainable constraint of flat-parameter FSDP, and the settings
-`PruningTrainer` refuses. The two-process runs against a one-process run are in test_trainer_fsdp.py.
+`PruningTrainer` refuses. The two-process runs against a one-process run are in test_trainer_distributed.py.
 """
 
 from __future__ import annotations
