@@ -48,7 +48,10 @@ def study_command(argv: Sequence[str]) -> int:
     summary = run_study(args)
     print(f"\nStudy written to {summary['output_dir']}:")
     print(f"  report        {Path(summary['output_dir']) / 'report.md'} (and report.json)")
-    print(f"  analysis      {summary['analysis_report']} (figures next to it)")
+    if summary["analysis_report"]:
+        print(f"  analysis      {summary['analysis_report']} (figures next to it)")
+    else:
+        print(f"  analysis      not run (--no_analyze): hf-heuristic-core analyze {summary['runs_dir']}")
     print(f"  mask artifacts {summary['runs_dir']}/*/")
     if summary.get("effective_size_file"):
         print(f"  effective size {summary['effective_size_file']} (+ figure)")

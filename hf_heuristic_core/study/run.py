@@ -78,6 +78,10 @@ class StudyArguments:
     ablation_non_core_sample: int = field(default=16, metadata={
         "help": "Non-core heads ablated one at a time for the 'average non-core head' row (0 = all)."})
     max_core_units: int = field(default=8, metadata={"help": "At most this many core heads in the ablation table."})
+    analyze: bool = field(default=True, metadata={
+        "help": "Analyze the runs (report/: tables, figures, ablation table, attention patterns) and measure the slim "
+                "model. --no_analyze stops after pruning: run `hf-heuristic-core analyze OUTPUT_DIR/runs` later, or "
+                "the study again without it (finished steps are skipped)."})
     device: str = field(default="auto", metadata={"help": "auto (cuda when present), cuda or cpu."})
     seed: int = field(default=0, metadata={"help": "Seed of data generation and fine-tuning."})
     config: str | None = field(default=None, metadata={
@@ -173,9 +177,9 @@ def _mark(marker: Path, info: dict[str, Any]) -> None:
 
 
 # Study flags that do not change what an existing study folder holds: more seeds or sparsities add runs, the
-# analysis is redone every time, and the device does not change the numbers' meaning.
+# analysis is redone every time (or skipped), and the device does not change the numbers' meaning.
 NOT_IDENTITY = ("output_dir", "config", "overwrite_output_dir", "seeds", "sparsities", "device", "max_core_units",
-                "ablation_non_core_sample")
+                "ablation_non_core_sample", "analyze")
 
 
 def study_identity(values: dict[str, Any]) -> dict[str, Any]:
@@ -265,17 +269,20 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
                       data_spec=data.spec, overwrite_output_dir=args.overwrite_output_dir)
     timings["prune_many"] = time.time() - t0
 
-    # 3. Analyze.
-    from ..analysis.report import analyze
-    t0 = time.time()
-    report = analyze(out / "runs", output_dir=out / "report", model=str(model_path), tokenizer=tokenizer,
-                     eval_sets=eval_sets, non_core_sample=args.ablation_non_core_sample or None,
-                     max_core_units=args.max_core_units or None, seed=args.seed)
-    timings["analyze"] = time.time() - t0
-    from .slim_report import study_slim_report  # lazy: `--help` does not load it
-    t0 = time.time()
-    slim = study_slim_report(model_path, out / "runs", eval_sets, groups, device="cpu" if args.use_cpu else "cuda")
-    timings["slim_report"] = time.time() - t0
+    # 3. Analyze (unless --no_analyze).
+    report = slim = None
+    if args.analyze:
+        from ..analysis.report import analyze
+        t0 = time.time()
+        report = analyze(out / "runs", output_dir=out / "report", model=str(model_path), tokenizer=tokenizer,
+                         eval_sets=eval_sets, non_core_sample=args.ablation_non_core_sample or None,
+                         max_core_units=args.max_core_units or None, seed=args.seed)
+        timings["analyze"] = time.time() - t0
+        from .slim_report import study_slim_report  # lazy: `--help` does not load it
+        t0 = time.time()
+        slim = study_slim_report(model_path, out / "runs", eval_sets, groups,
+                                 device="cpu" if args.use_cpu else "cuda")
+        timings["slim_report"] = time.time() - t0
     timings["total"] = time.time() - start
     from ..finetune_checkpoints import folder_bytes  # lazy: `--help` does not load it
 
@@ -283,7 +290,8 @@ def _run_study(args: StudyArguments) -> dict[str, Any]:
     summary = {"output_dir": str(out), "model": str(model_path), "data": data.description, "groups": groups,
                "timings_s": timings, "effective_size_file": str(finetune_dir / "effective_size.json")
                if effective is not None else None, "runs_dir": str(out / "runs"),
-               "analysis_report": str(out / "report" / "report.md"), "disk_mb": round(folder_bytes(out) / 2**20, 1),
+               "analysis_report": str(out / "report" / "report.md") if args.analyze else None,
+               "disk_mb": round(folder_bytes(out) / 2**20, 1),
                "slim": slim}
     write_study_report(out, summary, effective, report, runs)
     return summary
@@ -344,9 +352,12 @@ def _track(args, finetune_dir: Path, train_inputs, eval_sets, groups, collator):
                                 **_search_arguments(args, finetune_dir, collator))
 
 
-def write_study_report(out: Path, summary: dict[str, Any], effective: Any, report: dict[str, Any], runs: Any) -> None:
+def write_study_report(out: Path, summary: dict[str, Any], effective: Any, report: dict[str, Any] | None,
+                       runs: Any) -> None:
     """`report.md` / `report.json` at the top of the study folder: the fine-tuning curve, effective size, and the
-    multi-seed analysis (whose own report, with every table and figure, is under `report/`)."""
+    multi-seed analysis (whose own report, with every table and figure, is under `report/`). Without `report`
+    (--no_analyze) the analysis section is left out, also when `report/` holds one from an earlier run: it may
+    describe other runs."""
     lines = ["# Heuristic-core study", "", f"Model: `{summary['model']}`", "",
              "Data: " + ", ".join(f"{k}={v}" for k, v in summary["data"].items() if k != "ood_cases"), "",
              "Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in summary["timings_s"].items()), "",
@@ -357,12 +368,15 @@ def write_study_report(out: Path, summary: dict[str, Any], effective: Any, repor
         lines += ["## Effective size over fine-tuning", "", summary_table(effective), "",
                   "![effective size](finetune/effective_size.png)", ""]
     analysis_md = out / "report" / "report.md"
-    if analysis_md.is_file():
+    if report is not None and analysis_md.is_file():
         text = analysis_md.read_text()
         lines += ["## Multi-seed analysis of the final model", "",
                   text.replace("](", "](report/").replace("](report/http", "](http")]
     from .slim_report import slim_report_lines  # lazy: `--help` does not load it
     lines += slim_report_lines(summary.get("slim"))
+    if report is None:
+        lines += ["## Multi-seed analysis", "", f"Not run (--no_analyze): `hf-heuristic-core analyze {out / 'runs'}` "
+                  "writes it, or the study again without --no_analyze.", ""]
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     atomic_write_text(out / "report.json", json.dumps({"study": summary, "analysis": report}, indent=2,
                                                       default=str) + "\n")

@@ -71,18 +71,27 @@ def test_reduced_study_end_to_end_rerun_and_sigkill_resume(tmp_path, capsys, tin
     assert summary["study"]["groups"]["ood"] and summary["study"]["groups"]["id"] == ["id"]
 
     # Re-running skips finished steps: no fine-tuning and no pruning (their files are not rewritten), no effective
-    # size recomputed (the results file may be rewritten, with the same content).
+    # size recomputed (the results file may be rewritten, with the same content). --no_analyze does not make it
+    # another study (no refusal); it skips the analysis (whose folder stays as it was) and says so in the report.
     written = [out / "finetune" / "final" / "model.safetensors", *(out / "runs" / run / "masks.safetensors"
-                                                                   for run in runs)]
+                                                                   for run in runs), out / "report" / "report.md"]
     before = {path: (path.stat().st_mtime_ns, path.read_bytes()) for path in written}
     effective_before = (out / "finetune" / "effective_size.json").read_text()
-    assert main(["study", "--output_dir", str(out), *model, *REDUCED]) == 0
-    timings = json.loads((out / "report.json").read_text())["study"]["timings_s"]
+    assert main(["study", "--output_dir", str(out), *model, *REDUCED, "--no_analyze"]) == 0
+    assert f"not run (--no_analyze): hf-heuristic-core analyze {out / 'runs'}" in capsys.readouterr().out
+    rerun = json.loads((out / "report.json").read_text())
+    timings = rerun["study"]["timings_s"]
     assert "finetune_and_effective_size" not in timings and "effective_size_remaining" in timings
+    assert "analyze" not in timings and "slim_report" not in timings
+    assert rerun["analysis"] is None and rerun["study"]["analysis_report"] is None and rerun["study"]["slim"] is None
+    report = (out / "report.md").read_text()
+    assert "## Effective size over fine-tuning" in report and "Not run (--no_analyze)" in report
+    assert "## Multi-seed analysis of the final model" not in report and "## Slim model" not in report
     assert before == {path: (path.stat().st_mtime_ns, path.read_bytes()) for path in written}
     assert (out / "finetune" / "effective_size.json").read_text() == effective_before
 
-    # SIGKILLed while fine-tuning, started again in a fresh process: the uninterrupted study's results, bit for bit.
+    # SIGKILLed while fine-tuning, started again in a fresh process: the uninterrupted study's results, bit for bit
+    # (both processes with --no_analyze: what resumes is fine-tuning, effective size and pruning).
     _check_sigkilled_study_resumes_to(out, tmp_path / "killed", model)
 
 
@@ -182,7 +191,8 @@ def _environment() -> dict:
 
 
 def _command(out: Path, model: list[str]) -> list[str]:
-    return [sys.executable, "-m", "hf_heuristic_core.cli", "study", "--output_dir", str(out), *model, *REDUCED]
+    return [sys.executable, "-m", "hf_heuristic_core.cli", "study", "--output_dir", str(out), *model, *REDUCED,
+            "--no_analyze"]
 
 
 def _tensors(path: Path) -> dict[str, bytes]:
@@ -226,3 +236,4 @@ def _check_sigkilled_study_resumes_to(whole: Path, killed: Path, model: list[str
     assert resumed["model"] == expected["model"]
     assert resumed["effective_size"] == expected["effective_size"]
     assert resumed["masks"] == expected["masks"] and len(expected["masks"]) == 4
+    assert not (killed / "report").exists()
