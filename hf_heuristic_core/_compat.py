@@ -47,12 +47,24 @@ class MovedModule(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in ("__all__", "__doc__"):
             raise AttributeError(name)
+        new_name = self.__dict__["_new_name"]
+        if "," not in new_name:
+            # One new home: warn before importing it, so that a run treating the warning as an error (this
+            # project's own tests, a user's -W error) fails at once instead of after a heavy import.
+            self._warn(new_name)
+            target = importlib.import_module(new_name)
+            if hasattr(target, name):
+                return getattr(target, name)
+            raise AttributeError(f"{self.__name__} (moved to {new_name}) has no attribute {name!r}")
         for target in self._targets():
             if hasattr(target, name):
-                warnings.warn(f"{self.__name__} moved to {target.__name__}; import from there (the old path will "
-                              "be removed in a later release).", DeprecationWarning, stacklevel=2)
+                self._warn(target.__name__)
                 return getattr(target, name)
         raise AttributeError(f"{self.__name__} (moved to {self.__dict__['_new_name']}) has no attribute {name!r}")
+
+    def _warn(self, new_name: str) -> None:
+        warnings.warn(f"{self.__name__} moved to {new_name}; import from there (the old path will be removed in a "
+                      "later release).", DeprecationWarning, stacklevel=3)
 
     def __dir__(self) -> list[str]:
         return sorted({n for target in self._targets() for n in dir(target)})
