@@ -1,16 +1,21 @@
-"""`PruningArguments.seed` alone decides a run: two fresh processes with the same seed end with bit-identical masks
-and logits, whatever the global RNG did before, and another seed starts elsewhere (run after the first seed in the
-second process: a launch is most of the time, and a different start is what that run checks)."""
+"""`PruningArguments.seed` alone decides a run: a fresh process and this test process (which has run other tests
+before, with another RNG history) end with bit-identical masks and logits for the same seed, whatever the global RNG
+did before, and another seed starts elsewhere (run after the first seed in the fresh process: a launch is most of the
+time, and a different start is what that run checks). Both single-threaded, as the test processes are."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 SCRIPT = r'''
 import hashlib, json, os, sys
@@ -50,23 +55,45 @@ def data():
 '''
 
 
-def _run(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
-    """One fresh process running `seeds` in turn; each run's start logits, final logits' digest and masks."""
+def _script(tmp_path: Path) -> Path:
     helpers = tmp_path / "helpers"
     helpers.mkdir(exist_ok=True)
     (helpers / "test_trainer_data.py").write_text(HELPER)
     script = tmp_path / "run.py"
     script.write_text(SCRIPT.format(tests=str(helpers)))
+    return script
+
+
+def _run(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
+    """One fresh process running `seeds` in turn; each run's start logits, final logits' digest and masks."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
-                                                         os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, str(script), str(tmp_path / name), *map(str, seeds)], capture_output=True,
-                         text=True, env=env, timeout=600)
+                                                         os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(_script(tmp_path)), str(tmp_path / name), *map(str, seeds)],
+                         capture_output=True, text=True, env=env, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _run_here(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
+    """The same script in this process, single-threaded; the global RNG is given back as it was."""
+    printed = io.StringIO()
+    threads = torch.get_num_threads()
+    argv, path = sys.argv, list(sys.path)
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(), contextlib.redirect_stdout(printed):
+            sys.argv = [str(_script(tmp_path)), str(tmp_path / name), *map(str, seeds)]
+            runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = argv, path
+        sys.modules.pop("test_trainer_data", None)
+        torch.set_num_threads(threads)
+    return json.loads(printed.getvalue().strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 def test_same_seed_same_masks_in_fresh_processes(tmp_path):
-    (first,), (second, other) = _run(tmp_path, "a", 7), _run(tmp_path, "b", 7, 8)
+    (first,), (second, other) = _run_here(tmp_path, "a", 7), _run(tmp_path, "b", 7, 8)
     assert first == second
     assert first["start"] != other["start"] and first["logits"] != other["logits"]
