@@ -47,18 +47,15 @@ class MovedModule(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in ("__all__", "__doc__"):
             raise AttributeError(name)
-        new_name = self.__dict__["_new_name"]
-        if "," not in new_name:
-            # One new home: warn before importing it, so that a run treating the warning as an error (this
-            # project's own tests, a user's -W error) fails at once instead of after a heavy import.
-            self._warn(new_name)
-            target = importlib.import_module(new_name)
-            if hasattr(target, name):
-                return getattr(target, name)
-            raise AttributeError(f"{self.__name__} (moved to {new_name}) has no attribute {name!r}")
+        one_home = "," not in self.__dict__["_new_name"]
+        if one_home:
+            # warned before the import, so that a run treating the warning as an error (this project's own tests,
+            # a user's -W error) fails at once instead of after a heavy import
+            self._warn(self.__dict__["_new_name"])
         for target in self._targets():
             if hasattr(target, name):
-                self._warn(target.__name__)
+                if not one_home:
+                    self._warn(target.__name__)
                 return getattr(target, name)
         raise AttributeError(f"{self.__name__} (moved to {self.__dict__['_new_name']}) has no attribute {name!r}")
 

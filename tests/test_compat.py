@@ -64,6 +64,26 @@ def test_a_moved_path_fails_the_test_run(tmp_path):
     assert "DeprecationWarning: hf_heuristic_core.cli_analyze moved to hf_heuristic_core.cli.analyze" in run.stdout
 
 
+def test_a_moved_path_with_one_home_warns_before_importing_it():
+    """With the warning as an error, the old path fails before the new module (here the analyze command, which
+    imports transformers' Trainer) is imported; a path moved to several modules still warns naming where the name
+    was found."""
+    code = ("import sys, warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    from hf_heuristic_core.cli_analyze import analyze_command\n"
+            "except DeprecationWarning as warning:\n    print(warning)\n"
+            "print('hf_heuristic_core.cli.analyze' in sys.modules, 'transformers.trainer' in sys.modules)")
+    message, imported = python_output(code)
+    assert "hf_heuristic_core.cli_analyze moved to hf_heuristic_core.cli.analyze" in message
+    assert imported == "False False"
+    several = [old for old, new in MOVED_MODULES.items() if "," in new]
+    for old in several[:1]:
+        alias = importlib.import_module(f"hf_heuristic_core.{old}")
+        name = next(n for n in dir(importlib.import_module(f"hf_heuristic_core.{MOVED_MODULES[old].split(',')[-1]}"))
+                    if not n.startswith("_"))
+        with pytest.warns(DeprecationWarning, match=f"hf_heuristic_core.{old} moved to hf_heuristic_core\\."):
+            getattr(alias, name)
+
+
 def test_deprecation_from_a_project_module_is_an_error_and_a_third_party_one_is_not():
     alias = importlib.import_module("hf_heuristic_core.mask_stats")
     with pytest.raises(DeprecationWarning, match="moved to hf_heuristic_core.analysis.mask_stats"):
