@@ -64,18 +64,18 @@ def _script(tmp_path: Path) -> Path:
     return script
 
 
-def _run(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
+def _run(script: Path, output: Path, *seeds: int) -> list[dict]:
     """One fresh process running `seeds` in turn; each run's start logits, final logits' digest and masks."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                                          os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, str(_script(tmp_path)), str(tmp_path / name), *map(str, seeds)],
+    out = subprocess.run([sys.executable, str(script), str(output), *map(str, seeds)],
                          capture_output=True, text=True, env=env, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _run_here(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
+def _run_here(script: Path, output: Path, *seeds: int) -> list[dict]:
     """The same script in this process, single-threaded; the global RNG is given back as it was."""
     printed = io.StringIO()
     threads = torch.get_num_threads()
@@ -83,7 +83,7 @@ def _run_here(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
     torch.set_num_threads(1)
     try:
         with torch.random.fork_rng(), contextlib.redirect_stdout(printed):
-            sys.argv = [str(_script(tmp_path)), str(tmp_path / name), *map(str, seeds)]
+            sys.argv = [str(script), str(output), *map(str, seeds)]
             runpy.run_path(sys.argv[0], run_name="__main__")
     finally:
         sys.argv, sys.path[:] = argv, path
@@ -93,7 +93,8 @@ def _run_here(tmp_path: Path, name: str, *seeds: int) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_same_seed_same_masks_in_fresh_processes(tmp_path):
-    (first,), (second, other) = _run_here(tmp_path, "a", 7), _run(tmp_path, "b", 7, 8)
+def test_same_seed_same_masks_in_a_fresh_process_and_this_one(tmp_path):
+    script = _script(tmp_path)
+    (first,), (second, other) = _run_here(script, tmp_path / "a", 7), _run(script, tmp_path / "b", 7, 8)
     assert first == second
     assert first["start"] != other["start"] and first["logits"] != other["logits"]
