@@ -67,7 +67,7 @@ def train(task: dict[str, Any], level: str, seed: int, options: argparse.Namespa
     """One pruning run of `level`; its logits, seconds per step and the process's peak memory after it."""
     granularity, target = ("edge", options.edge_target) if level == "edge" else ("unit", options.node_target)
     prunable = PrunableModel(task["model"], PruningConfig(granularity=granularity, ablation=options.ablation,
-                                                          init_mean=3.0))
+                                                          relaxation_settings={"init_mean": 3.0}))
     prunable.reset_masks(seed)
     args = PruningArguments(output_dir=str(Path(options.cache_dir) / f"{level}-{seed}"), recipe="short",
                             target_sparsity=target, max_steps=options.steps,
@@ -151,7 +151,7 @@ def step_cost(level: str, options: argparse.Namespace) -> dict[str, Any]:
     loaded = (torch.cuda.memory_allocated() / 2**20 if on_cuda else
               resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     prunable = PrunableModel(model, PruningConfig(granularity="edge" if level == "edge" else "unit",
-                                                  ablation="zero", init_mean=0.5)).train()
+                                                  ablation="zero", relaxation_settings={"init_mean": 0.5})).train()
     ids = torch.randint(10, 1000, (8, 15), generator=torch.Generator().manual_seed(0)).to(options.device)
     times = []
     for _ in range(5 if on_cuda else 3):
