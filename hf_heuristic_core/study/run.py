@@ -33,7 +33,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class StudyArguments:
-    """Every part of the study can be swapped; the defaults run on 2 idle CPU cores in about 13 minutes."""
+    """Every part of the study can be swapped; the defaults run on 2 idle CPU cores in about 15 minutes (909 s on
+    2026-12-02, docs/guides/study.md)."""
 
     output_dir: str = field(default="runs/study", metadata={"help": "Where everything is written (resumable)."})
     model: str = field(default="minilm", metadata={
